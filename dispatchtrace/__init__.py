@@ -1,0 +1,8 @@
+"""dispatchtrace: see what a PyTorch model actually runs, op by op, module call by module call."""
+
+from .capture import capture
+from .graph import Call, Graph, Op
+from .tensors import TensorRef
+
+__all__ = ["Call", "Graph", "Op", "TensorRef", "capture"]
+__version__ = "0.1.0"

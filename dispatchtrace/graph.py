@@ -1,0 +1,180 @@
+"""The captured graph: ops linked by data dependencies, and the tree of module calls."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Union
+
+from .tensors import TensorRef
+
+if TYPE_CHECKING:
+    import torch.nn as nn
+
+
+@dataclass(slots=True, eq=False)
+class Op:
+    """One ATen op as it ran. Read-only once the capture block has exited."""
+
+    index: int
+    name: str
+    target: str
+    call: Call
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    inputs: tuple[TensorRef, ...]
+    outputs: tuple[TensorRef, ...] = ()
+    mutated: tuple[TensorRef, ...] = ()
+    is_view: bool = False
+    producers: tuple[Op, ...] = ()
+    users: list[Op] = field(default_factory=list)
+    phase: str = "forward"
+
+    @property
+    def short(self) -> str:
+        """``aten::convolution`` (the overload packet, as profilers print it)."""
+        ns, _, rest = self.target.partition(".")
+        return f"{ns}::{rest.partition('.')[0]}"
+
+    def __str__(self) -> str:
+        args = [_fmt(a) for a in self.args]
+        args += [f"{k}={_fmt(v)}" for k, v in self.kwargs.items()]
+        outs = ", ".join(o.label for o in self.outputs) or "()"
+        if len(self.outputs) > 1:
+            outs = f"({outs})"
+        return f"%{self.name} = {self.target}({', '.join(args)}) -> {outs}  # {self.call.label}"
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name}: {self.target} in {self.call.label}>"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, TensorRef):
+        return value.ref
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_fmt(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+Child = Union["Call", Op]
+
+
+@dataclass(slots=True, eq=False)
+class Call:
+    """One call of one module instance. A module called three times gives three calls."""
+
+    path: str
+    type: str
+    index: int
+    depth: int
+    parent: Call | None
+    children: list[Child] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    inputs: tuple[TensorRef, ...] = ()
+    outputs: tuple[TensorRef, ...] = ()
+    repeat: int = 1
+    _module: Any = None
+
+    @property
+    def module(self) -> nn.Module | None:
+        """The module instance, while it is alive (the graph holds it weakly)."""
+        return self._module() if self._module is not None else None
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    @property
+    def label(self) -> str:
+        """``layer1.0.relu#2`` (the call index appears when the module ran more than once)."""
+        if self.parent is None:
+            return "<capture>"
+        name = self.path or self.type
+        return f"{name}#{self.index}" if self.repeat > 1 else name
+
+    def walk(self) -> Iterator[Child]:
+        """Every call and op below this call, depth first, in the order they ran."""
+        for child in self.children:
+            yield child
+            if isinstance(child, Call):
+                yield from child.walk()
+
+    def all_ops(self) -> Iterator[Op]:
+        """Every op issued inside this call, including in sub-calls."""
+        for child in self.walk():
+            if isinstance(child, Op):
+                yield child
+
+    def __repr__(self) -> str:
+        return f"<Call {self.label} ({self.type})>"
+
+
+def new_call(path: str, type_: str, index: int, parent: Call | None, module: Any = None) -> Call:
+    depth = -1 if parent is None else parent.depth + 1
+    return Call(path, type_, index, depth, parent, _module=weakref.ref(module) if module is not None else None)
+
+
+class Graph:
+    """What one ``capture`` block recorded.
+
+    ``ops`` in execution order, ``calls`` in entry order (the root excluded), ``root`` the
+    synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
+    ``error`` the exception that ended the block early, if any.
+    """
+
+    def __init__(self) -> None:
+        self.root: Call = new_call("", "<capture>", 0, None)
+        self.ops: list[Op] = []
+        self.calls: list[Call] = []
+        self.inputs: list[TensorRef] = []
+        self.outputs: list[TensorRef] = []
+        self.backward_ops: list[Op] = []
+        self.error: BaseException | None = None
+        self.complete: bool = False
+
+    def __str__(self) -> str:
+        return "\n".join(str(op) for op in self.ops)
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "recording"
+        err = f", error={type(self.error).__name__}" if self.error is not None else ""
+        return f"<dispatchtrace.Graph {len(self.ops)} ops, {len(self.calls)} calls, {state}{err}>"
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    # ---- views and exports: thin doors to the modules that implement them -----------------
+    # (imports are local: graph is the data model, the layers above it import graph, not back)
+
+    def collapse(self, depth: int | None = None, **options: Any) -> Any:
+        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``."""
+        from .views.collapse import collapse
+
+        return collapse(self, depth, **options)
+
+    def tree(self, depth: int | None = None, **options: Any) -> Any:
+        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``."""
+        from .views.tree import tree
+
+        return tree(self, depth, **options)
+
+    def to_dot(self, depth: int | None = None, **options: Any) -> Any:
+        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``."""
+        from .render.dot import to_dot
+
+        return to_dot(self, depth, **options)
+
+    def render(self, path: Any, depth: int | None = None, **options: Any) -> Any:
+        """Write a diagram or text file, format from the suffix; see ``render.files``."""
+        from .render.files import render
+
+        return render(self, path, depth, **options)
+
+    def op(self, name: str) -> Op:
+        """The op with this unique name (``convolution_3``)."""
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(f"no op named {name!r}; op names look like {self.ops[0].name!r}" if self.ops else f"no op named {name!r}: the capture recorded no ops")

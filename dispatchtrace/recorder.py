@@ -1,0 +1,191 @@
+"""Turns dispatched ops and module-call events into a ``Graph``: the capture's bookkeeping."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from .graph import Call, Graph, Op, new_call
+from .names import Names
+from .schema import schema_of
+from .structure import leaves
+from .tensors import Kind, TensorRef
+from .tracker import Tracker
+
+Tensor = torch.Tensor
+_PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
+_SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+class Recorder:
+    """Owns the graph being built, the call stack and tensor identity for one capture block."""
+
+    def __init__(self, model: Any) -> None:
+        self.graph = Graph()
+        self.names = Names(model)
+        self.tracker = Tracker(self._classify)
+        self.stack: list[Call] = [self.graph.root]
+        self._counts: dict[int, int] = {}
+        self._call_keys: list[int] = []
+        self._name_counts: dict[str, int] = {}
+        self._pending: dict[int, str] = {}
+        self._n_inputs = 0
+        self._n_constants = 0
+
+    # ---- tensors seen for the first time -------------------------------------------------
+    def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
+        known = self.names.tensor(t)
+        if known is not None:
+            return known  # type: ignore[return-value]
+        pending = self._pending.get(id(t))
+        if pending is not None or len(self.stack) == 1:
+            name = pending or f"input_{self._n_inputs}"
+            self._n_inputs += 1
+            return "input", name
+        self._n_constants += 1
+        return "constant", f"_tensor_constant{self._n_constants - 1}"
+
+    # ---- module calls ----------------------------------------------------------------------
+    def enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        parent = self.stack[-1]
+        key = id(module)
+        index = self._counts.get(key, 0)
+        self._counts[key] = index + 1
+        self._call_keys.append(key)
+        call = new_call(self.names.path(module), type(module).__name__, index, parent, module)
+        tensors = list(leaves(args))
+        if parent is self.graph.root:
+            self._name_inputs(module, args, tensors)
+        call.inputs = _unique(self.tracker.read(t) for _, t in tensors)
+        self._pending.clear()
+        parent.children.append(call)
+        self.graph.calls.append(call)
+        self.stack.append(call)
+
+    def _name_inputs(self, module: nn.Module, args: tuple[Any, ...], tensors: list[tuple[str, Tensor]]) -> None:
+        try:
+            params = list(inspect.signature(module.forward).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for path, t in tensors:
+            # path looks like "[0]..." : the top index is the positional argument
+            head, _, rest = path[1:].partition("]")
+            i = int(head)
+            base = positional[i] if i < len(positional) else f"input_{i}"
+            self._pending[id(t)] = base + rest
+
+    def exit(self, module: nn.Module, output: Any) -> None:
+        # pop to the call of this module; calls whose exit hook never ran are closed with it
+        for depth in range(len(self.stack) - 1, 0, -1):
+            if self.stack[depth].module is module:
+                break
+        else:
+            return
+        call = self.stack[depth]
+        del self.stack[depth:]
+        if output is not None:
+            call.outputs = _unique(self.tracker.read(t) for _, t in leaves(output))
+
+    # ---- ops ---------------------------------------------------------------------------------
+    def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        info = schema_of(func)
+        tracker = self.tracker
+        inputs: list[TensorRef] = []
+        producers: dict[Op, None] = {}
+
+        def conv(a: Any) -> Any:
+            ta = type(a)
+            if ta in _PLAIN:
+                return a
+            if isinstance(a, Tensor):
+                s = tracker.current(a)
+                ref = s.ref
+                inputs.append(ref)
+                if ref.producer is not None:
+                    producers[ref.producer] = None
+                st = s.storage
+                if st.writer is not None and st.version > s.born:
+                    producers[st.writer] = None
+                return ref
+            if ta is list or ta is tuple:
+                return ta(conv(x) for x in a)
+            if isinstance(a, _SYM):
+                return a.node.maybe_as_int() if isinstance(a, torch.SymInt) and a.node.maybe_as_int() is not None else str(a)
+            return a
+
+        cargs = tuple(conv(a) for a in args)
+        ckwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
+        call = self.stack[-1]
+        base = info.base
+        n = self._name_counts.get(base, 0)
+        self._name_counts[base] = n + 1
+        graph = self.graph
+        op = Op(len(graph.ops), f"{base}_{n}" if n else base, info.target, call, cargs, ckwargs,
+                tuple(inputs), producers=tuple(producers))
+        for p in producers:
+            p.users.append(op)
+
+        written = _tensors(info.written(args, kwargs)) if info.writes else []
+        written_ids = set()
+        for t in written:
+            tracker.write(t, op)
+            written_ids.add(id(t))
+        if type(out) is Tensor or isinstance(out, Tensor):
+            outputs: tuple[TensorRef, ...] = (tracker.produced(out, op, id(out) in written_ids),)
+        elif isinstance(out, (tuple, list)):
+            outputs = tuple(tracker.produced(t, op, id(t) in written_ids) for t in _tensors([out]))
+        else:
+            outputs = ()
+        op.outputs = outputs
+        if written:
+            op.mutated = tuple(tracker.read(t) for t in written)
+        if outputs and inputs:
+            in_storages = {r.storage for r in inputs}
+            op.is_view = any(r.storage in in_storages for r in outputs if id(r) not in written_ids) and not written
+        graph.ops.append(op)
+        call.ops.append(op)
+        call.children.append(op)
+
+    def backward_op(self, func: Any) -> None:
+        info = schema_of(func)
+        graph = self.graph
+        op = Op(len(graph.backward_ops), f"{info.base}_bw{len(graph.backward_ops)}", info.target,
+                graph.root, (), {}, (), phase="backward")
+        graph.backward_ops.append(op)
+
+    # ---- end of the block ----------------------------------------------------------------------
+    def finish(self, error: BaseException | None) -> Graph:
+        graph = self.graph
+        del self.stack[1:]
+        for call, key in zip(graph.calls, self._call_keys):
+            call.repeat = self._counts[key]
+        graph.inputs = [r for r in self.tracker.external if r.kind == "input"]
+        outs: dict[TensorRef, None] = {}
+        for child in graph.root.children:
+            if isinstance(child, Call):
+                outs.update(dict.fromkeys(child.outputs))
+        graph.outputs = list(outs)
+        graph.error = error
+        graph.complete = True
+        self.tracker.close()
+        self.names.clear()
+        self._pending.clear()
+        return graph
+
+
+def _unique(refs: Any) -> tuple[TensorRef, ...]:
+    return tuple(dict.fromkeys(refs))
+
+
+def _tensors(values: list[Any]) -> list[Tensor]:
+    out: list[Tensor] = []
+    for v in values:
+        if isinstance(v, Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(_tensors(list(v)))
+    return out

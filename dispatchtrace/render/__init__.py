@@ -1,0 +1,1 @@
+"""Renderers: text, DOT, files. Only this layer imports graphviz or writes files."""

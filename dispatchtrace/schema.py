@@ -1,0 +1,73 @@
+"""What an ATen overload writes, read once per overload from its schema's alias info."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Ops that write arguments their schema does not annotate as written (checked on torch 2.14):
+# the batch-norm kernels update running_mean / running_var (args 3 and 4) when training (arg 5).
+_UNANNOTATED_WRITES: dict[str, tuple[tuple[int, ...], int]] = {
+    "aten::native_batch_norm": ((3, 4), 5),
+    "aten::cudnn_batch_norm": ((3, 4), 5),
+    "aten::miopen_batch_norm": ((3, 4), 5),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OpSchema:
+    """Per-overload facts capture needs on its hot path."""
+
+    target: str
+    base: str
+    writes: tuple[tuple[int, str], ...]
+    write_if: int | None
+
+    def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+        """The argument values (tensors or tensor lists) this call writes."""
+        if not self.writes:
+            return []
+        if self.write_if is not None and not _arg(args, kwargs, self.write_if, ""):
+            return []
+        out = []
+        for pos, name in self.writes:
+            value = _arg(args, kwargs, pos, name)
+            if value is not None:
+                out.append(value)
+        return out
+
+
+def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int, name: str) -> Any:
+    if pos < len(args):
+        return args[pos]
+    return kwargs.get(name)
+
+
+_cache: dict[Any, OpSchema] = {}
+
+
+def schema_of(func: Any) -> OpSchema:
+    """Cached ``OpSchema`` for an ``OpOverload``."""
+    info = _cache.get(func)
+    if info is None:
+        info = _cache[func] = _build(func)
+    return info
+
+
+def _build(func: Any) -> OpSchema:
+    target = str(func)
+    base = getattr(getattr(func, "overloadpacket", None), "__name__", target.split(".")[-2] if "." in target else target)
+    writes: list[tuple[int, str]] = []
+    write_if = None
+    schema = getattr(func, "_schema", None)
+    if isinstance(schema, torch._C.FunctionSchema):
+        for i, arg in enumerate(schema.arguments):
+            if arg.alias_info is not None and arg.alias_info.is_write:
+                writes.append((i, arg.name))
+        extra = _UNANNOTATED_WRITES.get(schema.name)
+        if extra is not None and not writes:
+            positions, write_if = extra
+            writes = [(p, schema.arguments[p].name) for p in positions]
+    return OpSchema(target, base, tuple(writes), write_if)

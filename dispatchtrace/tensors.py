@@ -1,0 +1,88 @@
+"""Tensor references: what capture remembers about a tensor instead of its data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .graph import Op
+
+Kind = Literal["input", "parameter", "buffer", "activation", "constant"]
+
+_DTYPE_ABBR = {
+    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "b8",
+    "complex32": "c32", "complex64": "c64", "complex128": "c128",
+    "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2",
+    "float8_e4m3fnuz": "f8e4m3fnuz", "float8_e5m2fnuz": "f8e5m2fnuz",
+}
+
+
+def dtype_abbr(dtype: str) -> str:
+    """Short dtype text used in tensor labels.
+
+    >>> dtype_abbr("float32"), dtype_abbr("bool"), dtype_abbr("quint8")
+    ('f32', 'b8', 'quint8')
+    """
+    return _DTYPE_ABBR.get(dtype, dtype)
+
+
+def shape_text(dtype: str, shape: tuple[int | str, ...]) -> str:
+    """Tensor label in DebugMode style.
+
+    >>> shape_text("float32", (1, 64, 56, 56))
+    'f32[1, 64, 56, 56]'
+    """
+    return f"{dtype_abbr(dtype)}[{', '.join(str(s) for s in shape)}]"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TensorRef:
+    """One tensor value as an op saw it: metadata, identity and origin, never data.
+
+    ``storage`` is a small integer unique within one capture (views share their base's);
+    ``version`` counts the writes to that storage seen so far; ``producer`` is the op whose
+    output this tensor object is (``None`` for inputs, parameters, buffers, constants).
+    """
+
+    id: int
+    shape: tuple[int | str, ...]
+    dtype: str
+    device: str
+    storage: int
+    version: int
+    producer: Op | None
+    kind: Kind
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``f32[1, 64, 56, 56]``."""
+        return shape_text(self.dtype, self.shape)
+
+    @property
+    def ref(self) -> str:
+        """How the tensor is written in op text: ``%relu_2``, ``%split[1]``, ``fc.weight``, ``x``."""
+        op = self.producer
+        if op is None:
+            return self.name or f"t{self.id}"
+        if len(op.outputs) == 1:
+            return f"%{op.name}"
+        for i, out in enumerate(op.outputs):
+            if out is self:
+                return f"%{op.name}[{i}]"
+        return f"%{op.name}"
+
+    @property
+    def numel(self) -> int | None:
+        n = 1
+        for s in self.shape:
+            if not isinstance(s, int):
+                return None
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"TensorRef({self.ref}: {self.label}, storage={self.storage}, v{self.version}, {self.kind})"

@@ -1,0 +1,137 @@
+"""Tensor and storage identity during a capture: which ref a tensor is now, who wrote it last."""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Callable
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from .tensors import Kind, TensorRef
+
+if TYPE_CHECKING:
+    from .graph import Op
+
+Tensor = torch.Tensor
+
+
+class StorageState:
+    """One storage seen in the capture. Holding its weak ref pins the address: no reuse."""
+
+    __slots__ = ("sid", "weak", "version", "writer")
+
+    def __init__(self, sid: int, weak: StorageWeakRef | None) -> None:
+        self.sid = sid
+        self.weak = weak
+        self.version = 0
+        self.writer: Op | None = None
+
+
+class TensorState:
+    """One live tensor object: its current ref, storage, and the storage version it was born at."""
+
+    __slots__ = ("wr", "ref", "storage", "born")
+
+    def __init__(self, wr: weakref.ref[Tensor], ref: TensorRef, storage: StorageState, born: int) -> None:
+        self.wr = wr
+        self.ref = ref
+        self.storage = storage
+        self.born = born
+
+
+_dtype_names: dict[torch.dtype, str] = {}
+_device_names: dict[torch.device, str] = {}
+
+
+def _meta(t: Tensor) -> tuple[tuple[int | str, ...], str, str]:
+    shape = tuple(s if type(s) is int else str(s) for s in t.shape)
+    dt = t.dtype
+    dname = _dtype_names.get(dt)
+    if dname is None:
+        dname = _dtype_names[dt] = str(dt).removeprefix("torch.")
+    dev = t.device
+    devname = _device_names.get(dev)
+    if devname is None:
+        devname = _device_names[dev] = str(dev)
+    return shape, dname, devname
+
+
+Namer = Callable[[Tensor], "tuple[Kind, str | None]"]
+
+
+class Tracker:
+    """Maps live tensors to refs. ``namer`` classifies a tensor seen for the first time."""
+
+    def __init__(self, namer: Namer) -> None:
+        self._namer = namer
+        self._storages: dict[int, StorageState] = {}
+        self._tensors: dict[int, TensorState] = {}
+        self._next_ref = 0
+        self._next_sid = 0
+        self.external: list[TensorRef] = []
+
+    def close(self) -> None:
+        """Drop every weak reference; the refs already handed out stay valid."""
+        self._storages.clear()
+        self._tensors.clear()
+
+    def _storage(self, t: Tensor) -> StorageState:
+        try:
+            st = t.untyped_storage()
+        except Exception:  # tensors without storage (sparse, some subclasses): one per object
+            self._next_sid += 1
+            return StorageState(self._next_sid - 1, None)
+        cdata = st._cdata
+        state = self._storages.get(cdata)
+        if state is None:
+            self._next_sid += 1
+            state = self._storages[cdata] = StorageState(self._next_sid - 1, StorageWeakRef(st))
+        return state
+
+    def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None) -> TensorRef:
+        shape, dtype, device = _meta(t)
+        self._next_ref += 1
+        return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name)
+
+    def state(self, t: Tensor) -> TensorState:
+        """The state of a tensor about to be read; first sight makes an external ref."""
+        s = self._tensors.get(id(t))
+        if s is not None and s.wr() is t:
+            return s
+        storage = self._storage(t)
+        kind, name = self._namer(t)
+        ref = self._new_ref(t, storage, None, kind, name)
+        self.external.append(ref)
+        s = self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
+        return s
+
+    def current(self, t: Tensor) -> TensorState:
+        """The state of ``t`` with its ref refreshed when its storage was written since."""
+        s = self.state(t)
+        ref = s.ref
+        if ref.version != s.storage.version:
+            s.ref = self._new_ref(t, s.storage, ref.producer, ref.kind, ref.name)
+        return s
+
+    def read(self, t: Tensor) -> TensorRef:
+        """The current ref of ``t``."""
+        return self.current(t).ref
+
+    def produced(self, t: Tensor, op: Op, written: bool) -> TensorRef:
+        """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
+        s = self._tensors.get(id(t))
+        if written and s is not None and s.wr() is t:
+            storage = s.storage
+        else:
+            storage = self._storage(t)
+        ref = self._new_ref(t, storage, op, "activation", None)
+        self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
+        return ref
+
+    def write(self, t: Tensor, op: Op) -> StorageState:
+        """``op`` writes ``t``'s storage: a new version, and ``op`` becomes its last writer."""
+        storage = self.state(t).storage
+        storage.version += 1
+        storage.writer = op
+        return storage

@@ -1,0 +1,1 @@
+"""Views: pure functions from a captured graph to smaller structures."""

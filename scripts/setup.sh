@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine: graphviz's `dot`, a virtual environment, torch and
+# dispatchtrace with its dev tools. Called by scripts/demo.sh and scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v dot >/dev/null 2>&1; then
+  echo "setup: installing graphviz (the dot program)" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq graphviz >/dev/null
+  elif command -v brew >/dev/null 2>&1; then
+    brew install graphviz
+  else
+    echo "setup: cannot install graphviz here; install it (apt-get install graphviz, brew install graphviz" \
+         "or conda install graphviz). .txt, .json and .dot outputs work without it." >&2
+  fi
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch, torchvision" >/dev/null 2>&1; then
+  echo "setup: installing torch and torchvision (about a minute)" >&2
+  .venv/bin/pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -c "import torch, torchvision" # fail loudly if the install did not work
+fi
+.venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -c "import dispatchtrace, pytest"
