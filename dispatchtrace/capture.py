@@ -36,7 +36,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     """Record every ATen op run inside the block, and the module call that issued it.
 
     ``model`` (optional) gives modules their dotted names as ``model.named_modules()`` does
-    (the model itself is ``""``); it may also be a plain function, or ``None``.
+    (the model itself is ``""``); it may also be a plain function, or ``None``. ``source``
+    records, for each op, the user-code line that issued it (``op.source``).
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -49,8 +50,9 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ['Linear']
     """
 
-    def __init__(self, model: Any = None) -> None:
+    def __init__(self, model: Any = None, *, source: bool = True) -> None:
         self._model = model
+        self._source = source
         self._active: tuple[Recorder, Scope, _CaptureMode] | None = None
 
     def __enter__(self) -> Graph:
@@ -59,7 +61,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                 "this dispatchtrace.capture is already recording; nest a new one instead: "
                 "`with dt.capture(model) as inner:`"
             )
-        recorder = Recorder(self._model)
+        recorder = Recorder(self._model, source=self._source)
         scope = Scope(recorder.enter, recorder.exit)
         mode = _CaptureMode(recorder)
         try:

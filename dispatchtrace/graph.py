@@ -6,6 +6,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Union
 
+from .source import Source
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class Op:
     producers: tuple[Op, ...] = ()
     users: list[Op] = field(default_factory=list)
     phase: str = "forward"
+    source: Source | None = None
 
     @property
     def short(self) -> str:

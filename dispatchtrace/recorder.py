@@ -11,6 +11,7 @@ import torch.nn as nn
 from .graph import Call, Graph, Op, new_call
 from .names import Names
 from .schema import schema_of
+from .source import Site, SourceTable, user_site
 from .structure import leaves
 from .tensors import Kind, TensorRef
 from .tracker import Tracker
@@ -23,8 +24,9 @@ _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 class Recorder:
     """Owns the graph being built, the call stack and tensor identity for one capture block."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, *, source: bool = True) -> None:
         self.graph = Graph()
+        self._sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
         self.tracker = Tracker(self._classify)
         self.stack: list[Call] = [self.graph.root]
@@ -149,6 +151,8 @@ class Recorder:
         graph.ops.append(op)
         call.ops.append(op)
         call.children.append(op)
+        if self._sites is not None:
+            self._sites.append(user_site(3))
 
     def backward_op(self, func: Any) -> None:
         info = schema_of(func)
@@ -169,12 +173,46 @@ class Recorder:
             if isinstance(child, Call):
                 outs.update(dict.fromkeys(child.outputs))
         graph.outputs = list(outs)
+        _add_dataflow_inputs(graph)
+        if self._sites is not None:
+            table = SourceTable()
+            for op, site in zip(graph.ops, self._sites):
+                op.source = table.resolve(site)
         graph.error = error
         graph.complete = True
         self.tracker.close()
         self.names.clear()
         self._pending.clear()
         return graph
+
+
+def _add_dataflow_inputs(graph: Graph) -> None:
+    """Extend each call's inputs with tensors its ops read that came from outside the call.
+
+    The forward hook only sees positional arguments; this adds keyword arguments, closures and
+    attributes read inside. A call's ops are one contiguous index range, which makes "inside" cheap.
+    """
+    span: dict[Call, tuple[int, int]] = {}
+    for op in graph.ops:
+        call = op.call
+        while call is not None and call.parent is not None:
+            first, _ = span.get(call, (op.index, op.index))
+            span[call] = (first, op.index)
+            call = call.parent
+    extra: dict[Call, dict[TensorRef, None]] = {}
+    for op in graph.ops:
+        for ref in op.inputs:
+            if ref.kind not in ("input", "activation"):
+                continue
+            call = op.call
+            while call.parent is not None:
+                first, last = span[call]
+                if ref.producer is not None and first <= ref.producer.index <= last:
+                    break
+                extra.setdefault(call, {})[ref] = None
+                call = call.parent
+    for call, refs in extra.items():
+        call.inputs = _unique([*call.inputs, *refs])
 
 
 def _unique(refs: Any) -> tuple[TensorRef, ...]:

@@ -122,10 +122,11 @@ class Tracker:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
         s = self._tensors.get(id(t))
         if written and s is not None and s.wr() is t:
-            storage = s.storage
+            # written in place and returned: the same tensor object (a buffer stays a buffer)
+            storage, kind, name = s.storage, s.ref.kind, s.ref.name
         else:
-            storage = self._storage(t)
-        ref = self._new_ref(t, storage, op, "activation", None)
+            storage, kind, name = self._storage(t), "activation", None
+        ref = self._new_ref(t, storage, op, kind, name)
         self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return ref
 

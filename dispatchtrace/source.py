@@ -1,0 +1,61 @@
+"""Where in user code an op was issued: the first stack frame outside torch and dispatchtrace."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass
+from types import CodeType
+
+import torch
+
+_INTERNAL = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+_internal_code: dict[CodeType, bool] = {}
+
+Site = tuple[CodeType, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A source line: ``file``, ``line``, ``function`` and the stripped ``text`` of that line."""
+
+    file: str
+    line: int
+    function: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{os.path.basename(self.file)}:{self.line} in {self.function}: {self.text}"
+
+
+def user_site(skip: int = 1) -> Site | None:
+    """The (code, line) of the innermost frame outside torch and dispatchtrace, or ``None``."""
+    frame = sys._getframe(skip)
+    cache = _internal_code
+    while frame is not None:
+        code = frame.f_code
+        inside = cache.get(code)
+        if inside is None:
+            inside = cache[code] = code.co_filename.startswith(_INTERNAL)
+        if not inside:
+            return code, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+class SourceTable:
+    """Turns recorded sites into ``Source`` records, one per distinct site."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Site, Source] = {}
+
+    def resolve(self, site: Site | None) -> Source | None:
+        if site is None:
+            return None
+        src = self._cache.get(site)
+        if src is None:
+            code, line = site
+            text = linecache.getline(code.co_filename, line).strip()
+            src = self._cache[site] = Source(code.co_filename, line, code.co_qualname, text)
+        return src
