@@ -1,0 +1,309 @@
+"""Costs of a capture: FLOPs and bytes per op, per-call totals and parameter counts, computed lazily.
+
+FLOPs come from PyTorch's own formulas (``torch.utils.flop_counter.flop_registry``), evaluated
+after the capture on shape-only stand-ins (meta tensors), so the total equals
+``FlopCounterMode``'s for the same forward. An op without a formula has ``flops=None``.
+
+>>> import torch, dispatchtrace as dt
+>>> lin = torch.nn.Linear(4, 2)
+>>> with dt.capture(lin) as g:
+...     y = lin(torch.ones(3, 4))
+>>> c = costs(g)
+>>> [(op.name, c.op(op).flops, c.op(op).bytes) for op in g.ops]
+[('t', None, 32), ('addmm', 48, 24)]
+>>> call = c.call(g.calls[0])
+>>> call.flops, call.params, call.output_bytes
+(48, 10, 24)
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:
+    from ..graph import Call, Graph, Op
+    from ..tensors import TensorRef
+
+_ITEMSIZE = {
+    "bool": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "complex32": 4,
+    "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8, "complex64": 8,
+    "complex128": 16,
+}
+
+
+def itemsize(dtype: str) -> int | None:
+    """Bytes per element of a dtype named as ``TensorRef.dtype`` names it.
+
+    >>> itemsize("float32"), itemsize("bfloat16"), itemsize("no_such_dtype")
+    (4, 2, None)
+    """
+    size = _ITEMSIZE.get(dtype)
+    if size is None:
+        import torch
+
+        dt = getattr(torch, dtype, None)
+        size = dt.itemsize if isinstance(dt, torch.dtype) else None
+    return size
+
+
+def tensor_bytes(ref: TensorRef) -> int | None:
+    """``numel * itemsize`` of a tensor ref; ``None`` when the shape is symbolic or dtype unknown."""
+    n, size = ref.numel, itemsize(ref.dtype)
+    return None if n is None or size is None else n * size
+
+
+@dataclass(frozen=True, slots=True)
+class OpCost:
+    """What one op costs: ``flops`` (``None``: no formula), ``bytes`` of its outputs, per output too."""
+
+    flops: int | None
+    bytes: int | None
+    output_bytes: tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CallCost:
+    """What one module call costs.
+
+    ``flops`` / ``bytes`` include every op inside the call (sub-calls too), ``self_flops`` /
+    ``self_bytes`` only its direct ops; ``bytes`` counts the outputs of ops that are not views.
+    ``flops`` is ``None`` when no op inside has a FLOP formula. ``output_bytes`` is the size of
+    the tensors the call returned. ``params`` counts the module's parameters with its children's
+    (each tensor once, tied weights included once), ``self_params`` its own only; both ``None``
+    when the module is gone and the counts were not saved.
+    """
+
+    flops: int | None
+    self_flops: int | None
+    bytes: int
+    self_bytes: int
+    output_bytes: int | None
+    params: int | None
+    self_params: int | None
+
+
+@lru_cache(maxsize=None)
+def _overload(target: str) -> Any:
+    import torch
+
+    ns, _, rest = target.partition(".")
+    name, _, overload = rest.rpartition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _registry() -> dict[Any, Any]:
+    from torch.utils.flop_counter import flop_registry
+
+    return flop_registry
+
+
+def _decomposable(overload: Any) -> bool:
+    import torch
+
+    try:
+        return bool(overload.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _standin(value: Any, device: str | None = None) -> Any:
+    """Shape-only copy of a recorded argument: every ``TensorRef`` becomes a meta tensor.
+
+    With ``device`` set (inside a ``FakeTensorMode``), tensors are made on the recorded device
+    instead, so kernels that pick their path by device decompose as they did when captured.
+    """
+    from ..tensors import TensorRef
+
+    if isinstance(value, TensorRef):
+        import torch
+
+        if any(not isinstance(s, int) for s in value.shape):
+            raise _Symbolic
+        dtype = getattr(torch, value.dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise _Symbolic
+        return torch.empty(value.shape, dtype=dtype, device=value.device if device else "meta")
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_standin(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _standin(v, device) for k, v in value.items()}
+    return value
+
+
+class _Symbolic(Exception):
+    """A shape or dtype that cannot be rebuilt: no FLOP count."""
+
+
+def op_flops(op: Op) -> int | None:
+    """FLOPs of one op by ``torch.utils.flop_counter``'s formula for its overload packet.
+
+    Ops without a formula that ``FlopCounterMode`` would decompose (a CompositeImplicitAutograd
+    kernel) are counted through that decomposition, as it does; any other op gives ``None``.
+    """
+    if op.phase != "forward":
+        return None
+    overload = _overload(op.target)
+    if overload is None:
+        return None
+    registry = _registry()
+    formula = registry.get(overload.overloadpacket)
+    try:
+        args = _standin(op.args)
+        kwargs = _standin(op.kwargs)
+        if formula is not None:
+            outs = tuple(_standin(o) for o in op.outputs)
+            out = outs[0] if len(outs) == 1 else (outs or None)
+            return int(formula(*args, **kwargs, out_val=out))
+        if _decomposable(overload):
+            return _decomposed_flops(overload, op)
+    except _Symbolic:
+        return None
+    return None
+
+
+def _decomposed_flops(overload: Any, op: Op) -> int | None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        with FakeTensorMode():
+            args = _standin(op.args, "fake")
+            kwargs = _standin(op.kwargs, "fake")
+            with FlopCounterMode(display=False) as counter:
+                if overload.decompose(*args, **kwargs) is NotImplemented:
+                    return None
+    except _Symbolic:
+        raise
+    except Exception:  # a decomposition that cannot run on fake tensors: unknown, not zero
+        return None
+    counts = counter.get_flop_counts().get("Global", {})
+    return counter.get_total_flops() if counts else None
+
+
+def op_cost(op: Op) -> OpCost:
+    """FLOPs and output bytes of one op."""
+    sizes = tuple(tensor_bytes(r) for r in op.outputs)
+    total = None if any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+    return OpCost(op_flops(op), total, sizes)
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+def _unique_numel(params: Iterable[Any]) -> int:
+    seen: dict[int, int] = {}
+    for p in params:
+        seen.setdefault(id(p), p.numel())
+    return sum(seen.values())
+
+
+def module_params(module: Any) -> tuple[int, int]:
+    """``(with children, own)`` parameter counts of a module, each tensor once."""
+    return _unique_numel(module.parameters()), _unique_numel(module.parameters(recurse=False))
+
+
+class Costs:
+    """Per-op and per-call costs of one graph, computed on first use and kept."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._ops: dict[int, OpCost] = {}
+        self._calls: dict[int, CallCost] = {}
+        saved = graph.__dict__.get("_saved_params")
+        self._params: dict[int, tuple[int | None, int | None]] = {}
+        if saved is not None:
+            calls = [graph.root, *graph.calls]
+            self._params = {id(calls[i]): (p, s) for i, (p, s) in saved["calls"].items()}
+            self._total_params: int | None = saved["total"]
+        else:
+            self._total_params = None
+            self._live_params()
+
+    def _live_params(self) -> None:
+        modules: dict[int, Any] = {}
+        for call in self.graph.calls:
+            module = call.module
+            if module is None:
+                self._params[id(call)] = (None, None)
+                continue
+            modules[id(module)] = module
+            self._params[id(call)] = module_params(module)
+        if modules or not self.graph.calls:
+            self._total_params = _unique_numel(p for m in modules.values() for p in m.parameters())
+        self._params[id(self.graph.root)] = (self._total_params, 0)
+
+    def op(self, op: Op) -> OpCost:
+        """The cost of one op."""
+        cost = self._ops.get(id(op))
+        if cost is None:
+            cost = self._ops[id(op)] = op_cost(op)
+        return cost
+
+    def call(self, call: Call) -> CallCost:
+        """The cost of one call (``graph.root`` gives the whole capture)."""
+        cost = self._calls.get(id(call))
+        if cost is None:
+            cost = self._calls[id(call)] = self._call(call)
+        return cost
+
+    def _call(self, call: Call) -> CallCost:
+        from ..graph import Call as CallType
+
+        flops = self_flops = None
+        nbytes = self_bytes = 0
+        for child in call.children:
+            if isinstance(child, CallType):
+                sub = self.call(child)
+                flops = _add(flops, sub.flops)
+                nbytes += sub.bytes
+            else:
+                c = self.op(child)
+                self_flops = _add(self_flops, c.flops)
+                if not child.is_view:
+                    self_bytes += sum(s for s in c.output_bytes if s is not None)
+        outs = [tensor_bytes(r) for r in (self.graph.outputs if call.parent is None else call.outputs)]
+        out_bytes = None if any(s is None for s in outs) else sum(outs)  # type: ignore[misc]
+        params, own = self._params.get(id(call), (None, None))
+        return CallCost(_add(flops, self_flops), self_flops, nbytes + self_bytes, self_bytes, out_bytes, params, own)
+
+    @property
+    def total(self) -> CallCost:
+        """The whole capture: ``params`` counts every called module's parameters once."""
+        return self.call(self.graph.root)
+
+    def saved_params(self) -> dict[str, Any]:
+        """Parameter counts in the form ``save`` writes (keyed by position in ``[root, *calls]``)."""
+        calls = [self.graph.root, *self.graph.calls]
+        return {"total": self._total_params,
+                "calls": {i: self._params.get(id(c), (None, None)) for i, c in enumerate(calls)}}
+
+
+_cache: weakref.WeakKeyDictionary[Graph, Costs] = weakref.WeakKeyDictionary()
+
+
+def costs(graph: Graph) -> Costs:
+    """The (cached) ``Costs`` of a finished capture; a capture still recording is not cached."""
+    cached = _cache.get(graph)
+    if cached is None:
+        cached = Costs(graph)
+        if graph.complete:
+            _cache[graph] = cached
+    return cached
+
+
+def total_flops(graph: Graph) -> int:
+    """Sum of every op's FLOPs (ops without a formula count nothing): ``FlopCounterMode``'s total."""
+    c = costs(graph)
+    return sum(f for op in graph.ops if (f := c.op(op).flops) is not None)

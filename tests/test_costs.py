@@ -1,0 +1,194 @@
+"""Costs: FLOPs equal FlopCounterMode's exactly, bytes, per-call totals, parameters counted once."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torch.utils.flop_counter import FlopCounterMode
+
+import dispatchtrace as dt
+from dispatchtrace.views.costs import costs, itemsize, op_flops, total_flops
+
+
+def _both(model: nn.Module, *inputs: torch.Tensor) -> tuple[int, dt.Graph]:
+    with FlopCounterMode(display=False) as counter:
+        model(*inputs)
+    with dt.capture(model) as g:
+        model(*inputs)
+    return counter.get_total_flops(), g
+
+
+class Attention(nn.Module):
+    """Hand-written attention through F.scaled_dot_product_attention, grouped-query heads."""
+
+    def __init__(self, dim: int = 32, heads: int = 4, kv_heads: int = 2) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, dim // heads
+        self.q = nn.Linear(dim, dim)
+        self.kv = nn.Linear(dim, 2 * kv_heads * self.hd)
+        self.o = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.heads, self.hd).transpose(1, 2)
+        k, v = self.kv(x).view(b, s, 2, self.kv_heads, self.hd).permute(2, 0, 3, 1, 4)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(y.transpose(1, 2).reshape(b, s, -1))
+
+
+def test_resnet50_total_equals_flop_counter_mode() -> None:
+    model = torchvision.models.resnet50(weights=None).eval()
+    expected, g = _both(model, torch.randn(1, 3, 224, 224))
+    assert expected == 8178368512
+    assert total_flops(g) == expected
+    assert costs(g).total.flops == expected
+    assert costs(g).total.params == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.slow
+def test_vit_b_16_total_equals_flop_counter_mode() -> None:
+    model = torchvision.models.vit_b_16(weights=None).eval()
+    expected, g = _both(model, torch.randn(1, 3, 224, 224))
+    assert expected > 3e10
+    assert total_flops(g) == expected
+
+
+def test_transformer_encoder_layer_train_mode_equals_flop_counter_mode() -> None:
+    layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True).train()
+    expected, g = _both(layer, torch.randn(2, 10, 64))
+    assert expected > 0 and total_flops(g) == expected
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_sdpa_attention_equals_flop_counter_mode(device: str) -> None:
+    model = Attention().to(device)
+    expected, g = _both(model, torch.randn(2, 16, 32, device=device))
+    assert total_flops(g) == expected
+    attn = [op for op in g.ops if "attention" in op.target or op.target == "aten.bmm.default"]
+    assert attn, "expected an attention kernel or its bmm decomposition"
+
+
+def test_inference_mode_ops_are_counted_through_their_decomposition() -> None:
+    # under inference_mode, aten.conv2d / aten.linear reach dispatch modes undecomposed;
+    # FlopCounterMode decomposes them and so do we
+    model = torchvision.models.resnet18(weights=None).eval()
+    with torch.inference_mode():
+        expected, g = _both(model, torch.randn(1, 3, 64, 64))
+    conv2d = next(op for op in g.ops if op.target == "aten.conv2d.default")
+    assert costs(g).op(conv2d).flops == 2 * 64 * 3 * 7 * 7 * 32 * 32
+    assert total_flops(g) == expected
+
+
+def test_lstm_decomposes_on_its_recorded_device() -> None:
+    # on CPU, aten.lstm decomposes to mkldnn kernels without formulas: FlopCounterMode counts 0
+    lstm = nn.LSTM(8, 8)
+    with torch.inference_mode():
+        expected, g = _both(lstm, torch.randn(3, 1, 8))
+    op = next(op for op in g.ops if op.target == "aten.lstm.input")
+    assert op_flops(op) is None
+    assert total_flops(g) == expected == 0
+
+
+def test_ops_without_formula_are_none_not_zero() -> None:
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())
+    with dt.capture(model) as g:
+        model(torch.ones(2, 4))
+    c = costs(g)
+    by_name = {op.name: c.op(op) for op in g.ops}
+    assert by_name["relu"].flops is None
+    assert by_name["addmm"].flops == 2 * 2 * 4 * 3
+    relu_call = g.calls[-1]
+    assert relu_call.type == "ReLU"
+    assert c.call(relu_call).flops is None
+    assert c.call(g.calls[0]).flops == 48
+
+
+def test_bytes_per_output_and_views_not_counted_as_written() -> None:
+    x = torch.ones(4, 6, dtype=torch.float16)
+    with dt.capture() as g:
+        a = x * 2
+        a.view(24)
+        torch.split(a, 2)
+    c = costs(g)
+    mul, view, split = g.ops
+    assert c.op(mul).bytes == 4 * 6 * 2
+    assert c.op(view).bytes == 48 and view.is_view
+    assert c.op(split).output_bytes == (24, 24)
+    assert c.total.bytes == 48  # the view and the split alias the product
+
+
+def test_per_call_inclusive_exclusive_and_reused_module() -> None:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 2, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(3):
+                x = self.lin(x)
+            return self.head(x @ torch.eye(8))
+
+    net = Net()
+    with dt.capture(net) as g:
+        net(torch.ones(1, 8))
+    c = costs(g)
+    root_call = g.calls[0]
+    lins = [call for call in g.calls if call.path == "lin"]
+    assert [call.index for call in lins] == [0, 1, 2]
+    assert all(c.call(call).flops == 2 * 8 * 8 for call in lins)
+    assert c.call(root_call).self_flops == 2 * 8 * 8  # the matmul with eye, issued by Net itself
+    assert c.call(root_call).flops == 3 * 128 + 128 + 2 * 8 * 2
+    assert [c.call(call).params for call in lins] == [72, 72, 72]
+    assert c.call(root_call).params == c.total.params == 72 + 16
+    assert c.call(root_call).self_params == 0
+    assert c.call(root_call).output_bytes == 2 * 4
+
+
+def test_tied_weights_counted_once() -> None:
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(100, 16)
+            self.decoder = nn.Linear(16, 100, bias=False)
+            self.decoder.weight = self.embed.weight
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            return self.decoder(self.embed(idx))
+
+    model = Tied()
+    with dt.capture(model) as g:
+        model(torch.tensor([[1, 2, 3]]))
+    c = costs(g)
+    assert c.call(g.calls[0]).params == 1600
+    assert c.total.params == 1600
+    assert c.call(g.calls[2]).params == 1600  # the decoder owns the (shared) weight too
+
+
+def test_meta_and_fake_tensors() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
+    with dt.capture(model) as g:
+        model(torch.empty(8, 1024, device="meta"))
+    assert total_flops(g) == 2 * 2 * 8 * 1024 * 4096
+    assert costs(g).total.params == 2 * 1024 * 4096 + 4096 + 1024
+
+    with FakeTensorMode():
+        lin = nn.Linear(16, 4)
+        x = torch.empty(5, 16)
+        with dt.capture(lin) as fake:
+            lin(x)
+    assert total_flops(fake) == 2 * 5 * 16 * 4
+    assert costs(fake).total.params == 68
+
+
+def test_itemsize() -> None:
+    assert itemsize("float8_e4m3fn") == 1
+    assert itemsize("complex64") == 8
