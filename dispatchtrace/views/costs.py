@@ -5,9 +5,9 @@ after the capture on shape-only stand-ins (meta tensors), so the total equals
 ``FlopCounterMode``'s for the same forward. An op without a formula has ``flops=None``.
 
 >>> import torch, dispatchtrace as dt
->>> lin = torch.nn.Linear(4, 2)
+>>> lin, x = torch.nn.Linear(4, 2), torch.ones(3, 4)
 >>> with dt.capture(lin) as g:
-...     y = lin(torch.ones(3, 4))
+...     y = lin(x)
 >>> c = costs(g)
 >>> [(op.name, c.op(op).flops, c.op(op).bytes) for op in g.ops]
 [('t', None, 32), ('addmm', 48, 24)]
