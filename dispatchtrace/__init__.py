@@ -3,6 +3,7 @@
 from .capture import capture
 from .graph import Call, Graph, Op
 from .tensors import TensorRef
+from .verify import verify
 
-__all__ = ["Call", "Graph", "Op", "TensorRef", "capture"]
+__all__ = ["Call", "Graph", "Op", "TensorRef", "capture", "verify"]
 __version__ = "0.1.0"

@@ -174,6 +174,12 @@ class Graph:
 
         return render(self, path, depth, **options)
 
+    def to_fx(self, model: Any = None, **options: Any) -> Any:
+        """A ``torch.fx.GraphModule`` that re-runs the captured ATen ops; see ``replay.to_fx``."""
+        from .replay import to_fx
+
+        return to_fx(self, model, **options)
+
     def op(self, name: str) -> Op:
         """The op with this unique name (``convolution_3``)."""
         for op in self.ops:

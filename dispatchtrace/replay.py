@@ -1,0 +1,277 @@
+"""Replay: rebuild a capture as an executable ``torch.fx.GraphModule`` of the ATen ops it recorded."""
+
+from __future__ import annotations
+
+import keyword
+import operator
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+
+from .tensors import TensorRef
+
+if TYPE_CHECKING:
+    from .graph import Graph, Op
+
+Constants = Mapping[str, torch.Tensor] | Literal["error", "inputs"]
+
+
+class ReplayError(RuntimeError):
+    """The capture cannot be turned into a graph that runs; the message says which tensor or op."""
+
+
+def tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
+    """The tensors of an op result, flattened as capture flattens them (``None`` dropped).
+
+    The replayed graph calls this for results whose structure has optional tensors.
+
+    >>> [t.shape for t in tensor_leaves((torch.ones(2), None, [torch.zeros(3)]))]
+    [torch.Size([2]), torch.Size([3])]
+    """
+    if isinstance(value, torch.Tensor):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(t for v in value for t in tensor_leaves(v))
+    return ()
+
+
+def resolve_target(target: str) -> Any:
+    """The ``OpOverload`` named by an op's ``target``.
+
+    >>> resolve_target("aten.convolution.default")
+    <OpOverload(op='aten.convolution', overload='default')>
+    """
+    ns, _, rest = target.partition(".")
+    name, _, overload = rest.rpartition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    except (AttributeError, RuntimeError) as exc:
+        raise ReplayError(
+            f"cannot find the ATen overload {target!r} (torch.ops.{ns}.{name}.{overload}); "
+            f"import the library that defines it (e.g. `import torchvision` for torchvision ops) before replaying"
+        ) from exc
+
+
+def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
+    """A ``GraphModule`` that re-runs the captured ATen ops, in order, on new inputs.
+
+    Its placeholders are ``graph.inputs`` in capture order; it reads parameters and buffers
+    from ``model`` by their dotted names (``get_attr``: the module shares them) and returns the
+    capture's outputs as a flat tuple (``graph.outputs``). In-place ops, views and ``out=`` ops
+    run as they ran, on the replayed tensors.
+
+    Tensors that came from outside the capture and are no input, parameter or buffer of
+    ``model`` (``kind == "constant"``) cannot be replayed from the record alone. By default that
+    raises ``ReplayError`` naming each one; ``constants={name: tensor}`` supplies their values,
+    ``constants="inputs"`` turns them into extra placeholders after the inputs. The placeholder
+    order is in ``gm.meta["dispatchtrace_inputs"]``.
+
+    >>> import torch, dispatchtrace as dt
+    >>> lin, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
+    >>> with dt.capture(lin) as g:
+    ...     y = lin(x).relu_()
+    >>> gm = g.to_fx(lin)
+    >>> torch.equal(gm(x)[0], y)
+    True
+    >>> gm.meta["dispatchtrace_inputs"]
+    ['input']
+    """
+    return _Builder(graph, model, constants).build()
+
+
+_IDENT = re.compile(r"[^0-9a-zA-Z_]+")
+
+
+def _ident(name: str) -> str:
+    ident = _IDENT.sub("_", name).strip("_") or "t"
+    if ident[0].isdigit() or keyword.iskeyword(ident):
+        ident = "_" + ident
+    return ident
+
+
+class _Builder:
+    """One ``to_fx`` call: walks the ops once, mapping every tensor ref to the node that holds it."""
+
+    def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants) -> None:
+        self.g = graph
+        self.model = model
+        self.constants = constants
+        self.fx = fx.Graph()
+        self.env: dict[int, fx.Node] = {}
+        self.external: dict[tuple[str, str | None], fx.Node] = {}
+        self.root = nn.Module()
+        self.input_names: list[str] = []
+        self.attrs: dict[str, torch.Tensor] = {}
+        if model is not None:
+            self.attrs.update(dict(model.named_parameters(remove_duplicate=False)))
+            self.attrs.update(dict(model.named_buffers(remove_duplicate=False)))
+
+    def build(self) -> fx.GraphModule:
+        g = self.g
+        if not g.complete:
+            raise ReplayError("the capture is still recording; call to_fx after the `with dt.capture(...)` block")
+        self._check_externals()
+        for ref in g.inputs:
+            self._placeholder(ref)
+        if self.constants == "inputs":
+            for ref in self._refs_of_kind("constant"):
+                self._placeholder(ref)
+        for op in g.ops:
+            self._emit(op)
+        outs = tuple(self._node(ref, None) for ref in g.outputs)
+        self.fx.output(outs)
+        gm = fx.GraphModule(self.root, self.fx, class_name="Replay")
+        gm.meta["dispatchtrace_inputs"] = list(self.input_names)
+        return gm
+
+    # ---- externals ---------------------------------------------------------------------------
+    def _refs_of_kind(self, kind: str) -> list[TensorRef]:
+        seen: dict[str | None, TensorRef] = {}
+        for op in self.g.ops:
+            for ref in op.inputs:
+                if ref.producer is None and ref.kind == kind and ref.name not in seen:
+                    seen[ref.name] = ref
+        for ref in self.g.outputs:
+            if ref.producer is None and ref.kind == kind and ref.name not in seen:
+                seen[ref.name] = ref
+        return list(seen.values())
+
+    def _check_externals(self) -> None:
+        missing: list[str] = []
+        for kind in ("parameter", "buffer"):
+            for ref in self._refs_of_kind(kind):
+                if ref.name not in self.attrs:
+                    missing.append(f"{kind} {ref.name} ({ref.label}, not in the model passed to to_fx)")
+        if self.constants == "error":
+            for ref in self._refs_of_kind("constant"):
+                missing.append(f"constant {ref.name} ({ref.label}, first read by {self._first_reader(ref)})")
+        elif isinstance(self.constants, Mapping):
+            for ref in self._refs_of_kind("constant"):
+                if ref.name not in self.constants:
+                    missing.append(f"constant {ref.name} ({ref.label}, first read by {self._first_reader(ref)}; "
+                                   f"not in `constants`)")
+        if missing:
+            raise ReplayError(
+                "these tensors came from outside the capture and are not inputs, parameters or buffers of the "
+                "model, so the record alone cannot replay them:\n  " + "\n  ".join(missing) + "\n"
+                "pass their values with to_fx(model, constants={name: tensor}), or constants='inputs' to make them "
+                "extra placeholders (see gm.meta['dispatchtrace_inputs']); pass the model that owns the parameters"
+            )
+
+    def _first_reader(self, ref: TensorRef) -> str:
+        for op in self.g.ops:
+            if any(r.producer is None and r.kind == ref.kind and r.name == ref.name for r in op.inputs):
+                return f"%{op.name} = {op.target} in {op.call.label}"
+        return "the capture's outputs"
+
+    def _placeholder(self, ref: TensorRef) -> fx.Node:
+        key = (ref.kind, ref.name)
+        node = self.external.get(key)
+        if node is None:
+            node = self.fx.placeholder(_ident(ref.name or f"t{ref.id}"))
+            node.meta["dispatchtrace_ref"] = ref
+            self.external[key] = node
+            self.input_names.append(ref.name or node.name)
+        return node
+
+    def _attr(self, ref: TensorRef) -> fx.Node:
+        key = (ref.kind, ref.name)
+        node = self.external.get(key)
+        if node is not None:
+            return node
+        if ref.kind == "constant":
+            assert isinstance(self.constants, Mapping) and ref.name is not None
+            target = _ident(ref.name)
+            self.root.register_buffer(target, self.constants[ref.name])
+        else:
+            assert ref.name is not None
+            target = ref.name
+            _set_attr(self.root, target, self.attrs[target])
+        node = self.external[key] = self.fx.get_attr(target)
+        node.meta["dispatchtrace_ref"] = ref
+        return node
+
+    # ---- tensors and ops ---------------------------------------------------------------------
+    def _node(self, ref: TensorRef, reader: Op | None) -> fx.Node:
+        node = self.env.get(ref.id)
+        if node is not None:
+            return node
+        producer = ref.producer
+        if producer is not None:
+            node = self._refreshed(ref, producer, reader)
+        elif ref.kind == "input" or (ref.kind == "constant" and self.constants == "inputs"):
+            node = self.external.get((ref.kind, ref.name))
+            if node is None:
+                where = f"read by %{reader.name} in {reader.call.label}" if reader else "returned"
+                raise ReplayError(
+                    f"input {ref.name} ({ref.label}, {where}) is not among graph.inputs; it was first seen "
+                    f"outside any module call. Capture the model call alone: `with dt.capture(model) as g: model(x)`"
+                )
+        else:
+            node = self._attr(ref)
+        self.env[ref.id] = node
+        return node
+
+    def _refreshed(self, ref: TensorRef, producer: Op, reader: Op | None) -> fx.Node:
+        """A ref made again after its storage was written: find which output of its producer it is."""
+        outs = producer.outputs
+        if len(outs) == 1:
+            return self.env[outs[0].id]
+        same = [o for o in outs if o.storage == ref.storage and o.shape == ref.shape and o.dtype == ref.dtype]
+        if len(same) == 1:
+            return self.env[same[0].id]
+        where = f"%{reader.name} in {reader.call.label}" if reader else "the capture's outputs"
+        raise ReplayError(
+            f"{where} reads {ref!r}, one of {len(same)} look-alike outputs of %{producer.name} "
+            f"({producer.target}) after their shared storage was written in place; the record does not say "
+            f"which one, so replay cannot choose (a known capture limitation)"
+        )
+
+    def _arg(self, value: Any, reader: Op) -> Any:
+        if isinstance(value, TensorRef):
+            return self._node(value, reader)
+        if type(value) is list or type(value) is tuple:
+            return type(value)(self._arg(v, reader) for v in value)
+        return value
+
+    def _emit(self, op: Op) -> None:
+        func = resolve_target(op.target)
+        args = tuple(self._arg(a, op) for a in op.args)
+        kwargs = {k: self._arg(v, op) for k, v in op.kwargs.items()}
+        node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
+        node.meta["dispatchtrace_op"] = op.index
+        outs = op.outputs
+        if not outs:
+            return
+        returns = [str(r.type) for r in func._schema.returns]
+        if returns == ["Tensor"] and len(outs) == 1:
+            self.env[outs[0].id] = node
+            return
+        if returns == ["List[Tensor]"] or (len(returns) == len(outs) and all(r == "Tensor" for r in returns)):
+            source = node
+        else:
+            source = self.fx.call_function(tensor_leaves, (node,))
+            source.meta["dispatchtrace_op"] = op.index
+        for i, ref in enumerate(outs):
+            item = self.fx.call_function(operator.getitem, (source, i))
+            item.meta["dispatchtrace_op"] = op.index
+            self.env[ref.id] = item
+
+
+def _set_attr(root: nn.Module, dotted: str, value: torch.Tensor) -> None:
+    *path, leaf = dotted.split(".")
+    mod = root
+    for part in path:
+        sub = getattr(mod, part, None)
+        if not isinstance(sub, nn.Module):
+            sub = nn.Module()
+            mod.add_module(part, sub)
+        mod = sub
+    if isinstance(value, nn.Parameter):
+        mod.register_parameter(leaf, value)
+    else:
+        mod.register_buffer(leaf, value)

@@ -1,0 +1,302 @@
+"""``verify``: capture a forward, replay it as ATen ops, compare, and name the first op that differs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+import torch.nn as nn
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .capture import capture
+from .graph import Graph
+from .replay import ReplayError, tensor_leaves, to_fx
+from .structure import leaves
+
+_graph_task_id = torch._C._current_graph_task_id
+# ops whose outputs hold uninitialized memory: their values are never compared
+_UNINITIALIZED = ("aten.empty.", "aten.empty_like.", "aten.empty_strided.", "aten.new_empty.", "aten.new_empty_strided.")
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    """The first op whose replayed output differs from the eager one (or whose replay raised)."""
+
+    op: str
+    target: str
+    call: str
+    path: str
+    source: str | None
+    detail: str
+
+    def __str__(self) -> str:
+        where = f" at {self.source}" if self.source else ""
+        return f"%{self.op} = {self.target} in {self.call}{where}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What ``verify`` found. True when the replay reproduced every output of the forward."""
+
+    model: str
+    ops: int
+    calls: int
+    outputs: int
+    constants: int
+    ok: bool
+    max_diff: float | None = None
+    mismatch: Mismatch | None = None
+    error: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        head = f"{self.model}: {self.ops} ops, {self.calls} calls, {self.outputs} output{'s' * (self.outputs != 1)}"
+        if self.constants:
+            head += f", {self.constants} constants taken from the eager run"
+        if self.ok:
+            diff = f" (max abs diff {self.max_diff:.3g})" if self.max_diff is not None else " (shapes and dtypes only)"
+            return f"{head}: replay ok{diff}"
+        lines = [f"{head}: replay FAILED"]
+        if self.error:
+            lines.append(f"  {self.error}")
+        if self.mismatch is not None:
+            lines.append(f"  first differing op: {self.mismatch}")
+            lines.append(f"  module path: {self.mismatch.path or '(the model)'}")
+        return "\n".join(lines)
+
+
+def verify(model: nn.Module, *args: Any, **kwargs: Any) -> VerifyReport:
+    """Capture ``model(*args, **kwargs)``, replay the capture with ``to_fx`` and compare outputs.
+
+    The forward runs on clones of the inputs (up to four times: capture, replay, and, to find
+    the first differing op, once more eagerly), so inputs changed in place stay untouched. Use
+    deterministic models in eval mode: a random op (dropout in training, ``randn``) is reported
+    as the op that differs. On meta tensors only shapes and dtypes are compared.
+
+    >>> import torch, dispatchtrace as dt
+    >>> print(dt.verify(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), torch.ones(2, 4)))
+    Sequential: 4 ops, 3 calls, 1 output: replay ok (max abs diff 0)
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"verify needs an nn.Module (it names parameters through it), got {type(model).__name__}; "
+                        f"wrap a function in a module whose forward calls it")
+    name = type(model).__name__
+    a1, k1 = _clone((args, kwargs))
+    with capture(model) as g:
+        eager = model(*a1, **k1)
+    expected = _unique_tensors(leaves(eager))
+    base = dict(model=name, ops=len(g.ops), calls=len(g.calls), outputs=len(expected), constants=0)
+
+    constants = _constant_values(g, model, args, kwargs)
+    base["constants"] = len(constants)
+    try:
+        gm = to_fx(g, model, constants=constants)
+    except ReplayError as exc:
+        return VerifyReport(**base, ok=False, error=f"cannot build the replay: {exc}")
+    a2, k2 = _clone((args, kwargs))
+    flat = _unique_tensors(leaves(a2))
+    if len(flat) != len(g.inputs):
+        return VerifyReport(**base, ok=False, error=f"the forward's positional arguments hold {len(flat)} tensors "
+                            f"but the capture saw {len(g.inputs)} inputs")
+    try:
+        got = gm(*flat)
+        failure = None
+    except Exception as exc:  # noqa: BLE001 - reported, then located
+        got, failure = (), f"replay raised {type(exc).__name__}: {exc}"
+    if failure is None:
+        if len(got) != len(expected):
+            failure = f"replay returned {len(got)} tensors, the forward {len(expected)}"
+        else:
+            diff = 0.0 if expected else None
+            for i, (r, e) in enumerate(zip(got, expected)):
+                problem = _compare(r, e)
+                if problem:
+                    failure = f"output {i} differs: {problem}"
+                    break
+                if r.device.type != "meta" and e.numel() and diff is not None:
+                    diff = max(diff, float((r.detach().double() - e.detach().double()).abs().nan_to_num(0.0).max()))
+                elif r.device.type == "meta":
+                    diff = None
+            if failure is None:
+                return VerifyReport(**base, ok=True, max_diff=diff)
+    mismatch = _locate(g, gm, model, args, kwargs)
+    return VerifyReport(**base, ok=False, error=failure, mismatch=mismatch)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _clone(value: Any) -> Any:
+    return pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), value)
+
+
+def _unique_tensors(found: Any) -> list[torch.Tensor]:
+    seen: dict[int, torch.Tensor] = {}
+    for _, t in found:
+        seen.setdefault(id(t), t)
+    return list(seen.values())
+
+
+def _compare(got: torch.Tensor, want: torch.Tensor) -> str | None:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"{got.dtype} {tuple(got.shape)} vs {want.dtype} {tuple(want.shape)}"
+    if got.device.type == "meta" or want.device.type == "meta":
+        return None
+    try:
+        torch.testing.assert_close(got, want, equal_nan=True)
+    except AssertionError as exc:
+        return str(exc).strip().splitlines()[0] + " " + " ".join(str(exc).split("\n")[1:3]).strip()
+    return None
+
+
+class _Probe(TorchDispatchMode):
+    """Runs ops unchanged and hands each forward op (index, func, args, kwargs, out) to ``on_op``."""
+
+    def __init__(self, on_op: Callable[[int, Any, tuple[Any, ...], dict[str, Any], Any], bool]) -> None:
+        super().__init__()
+        self.on_op = on_op
+        self.index = 0
+        self.stopped = False
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if _graph_task_id() == -1 and not self.stopped:
+            if self.on_op(self.index, func, args, kwargs, out):
+                self.stopped = True
+            self.index += 1
+        return out
+
+
+def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool]) -> _Probe:
+    a, k = _clone((args, kwargs))
+    with _Probe(on_op) as probe:
+        model(*a, **k)
+    return probe
+
+
+def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any) -> dict[str, torch.Tensor]:
+    """Values of the capture's constants (keyword tensors, ``torch.tensor(...)`` in forward), from an eager run."""
+    wanted: dict[int, list[tuple[int, str]]] = {}
+    seen: set[str] = set()
+    for op in g.ops:
+        flat = _ref_leaves(op.args, op.kwargs)
+        for pos, ref in enumerate(flat):
+            if ref.producer is None and ref.kind == "constant" and ref.name not in seen:
+                seen.add(ref.name)
+                wanted.setdefault(op.index, []).append((pos, ref.name))
+    if not wanted:
+        return {}
+    values: dict[str, torch.Tensor] = {}
+    last = max(wanted)
+
+    def on_op(i: int, func: Any, a: tuple[Any, ...], k: dict[str, Any], out: Any) -> bool:
+        for pos, name in wanted.get(i, ()):
+            values[name] = tensor_leaves((list(a), list(k.values())))[pos].detach().clone()
+        return i >= last
+
+    _probe(model, args, kwargs, on_op)
+    return values
+
+
+def _ref_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The ``TensorRef`` leaves of recorded op args, in the order ``tensor_leaves`` walks live ones."""
+    from .tensors import TensorRef
+
+    out: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, TensorRef):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    walk(list(args))
+    walk(list(kwargs.values()))
+    return out
+
+
+class _Recording(fx.Interpreter):
+    """Runs the replay and keeps a clone of every ATen node's tensors, by op index."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.values: dict[int, tuple[torch.Tensor, ...]] = {}
+        self.failed: tuple[int, str] | None = None
+
+    def run_node(self, n: fx.Node) -> Any:
+        try:
+            result = super().run_node(n)
+        except Exception as exc:
+            if "dispatchtrace_op" in n.meta and self.failed is None:
+                self.failed = (n.meta["dispatchtrace_op"], f"replay raised {type(exc).__name__}: {exc}")
+            raise
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            self.values[n.meta["dispatchtrace_op"]] = tuple(t.detach().clone() for t in tensor_leaves(result))
+        return result
+
+
+def _locate(g: Graph, gm: fx.GraphModule, model: nn.Module, args: Any, kwargs: Any) -> Mismatch | None:
+    a, _ = _clone((args, kwargs))
+    rec = _Recording(gm)
+    try:
+        rec.run(*_unique_tensors(leaves(a)))
+    except Exception:  # noqa: BLE001 - rec.failed names the op
+        pass
+    found: list[tuple[int, str, str | None]] = []
+    if rec.failed is not None:
+        index, detail = rec.failed
+        stop = index
+    else:
+        stop = None
+
+    def on_op(i: int, func: Any, a: tuple[Any, ...], k: dict[str, Any], out: Any) -> bool:
+        if stop is not None:
+            if i == stop:
+                found.append((i, detail, _user_frame()))
+            return i >= stop
+        if str(func).startswith(_UNINITIALIZED) or i not in rec.values:
+            return False
+        mine = tensor_leaves(out)
+        theirs = rec.values[i]
+        problem = f"{len(theirs)} tensors replayed, {len(mine)} eager" if len(mine) != len(theirs) else None
+        for j, (r, e) in enumerate(zip(theirs, mine)):
+            if problem is None and (p := _compare(r, e)):
+                problem = f"output {j}: {p}"
+        if problem:
+            found.append((i, problem, _user_frame()))
+            return True
+        return False
+
+    _probe(model, args, kwargs, on_op)
+    if not found:
+        return None
+    index, detail, frame = found[0]
+    if index >= len(g.ops):
+        return Mismatch("?", "?", "?", "", frame, f"op {index}: {detail} (the eager run issued more ops than the capture)")
+    op = g.ops[index]
+    source = getattr(op, "source", None)
+    return Mismatch(op.name, op.target, op.call.label, op.call.path, str(source) if source else frame, detail)
+
+
+_SKIP = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+
+
+def _user_frame() -> str | None:
+    """``file.py:12 in forward: x = x + 1``: the innermost frame outside torch and dispatchtrace."""
+    import linecache
+
+    f = sys._getframe(1)
+    while f is not None:
+        path = f.f_code.co_filename
+        if not path.startswith(_SKIP) and not path.startswith("<"):
+            text = linecache.getline(path, f.f_lineno).strip()
+            return f"{os.path.basename(path)}:{f.f_lineno} in {f.f_code.co_name}: {text}"
+        f = f.f_back
+    return None

@@ -1,0 +1,163 @@
+"""Replay: a capture rebuilt as a torch.fx GraphModule of its ATen ops reproduces the forward."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+
+import dispatchtrace as dt
+from dispatchtrace.replay import ReplayError, resolve_target, tensor_leaves
+
+
+def _aten_targets(gm: torch.fx.GraphModule) -> list[str]:
+    return [str(n.target) for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
+
+
+class Mutating(nn.Module):
+    """Views, in-place ops, out= ops, a tensor created in forward, multi-output ops."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a, b = x.chunk(2)
+        c = torch.empty(2, 3)
+        torch.add(a, b, out=c)
+        c.relu_()
+        v = c.view(-1)
+        v.mul_(2)
+        top, idx = torch.max(x, 1)
+        return c + 1, v, top, idx
+
+
+def test_resnet18_replays_its_outputs_with_the_models_parameters() -> None:
+    model = torchvision.models.resnet18(weights=None, num_classes=10).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with dt.capture(model) as g:
+        y = model(x)
+    gm = g.to_fx(model)
+    assert _aten_targets(gm) == [op.target for op in g.ops]
+    assert gm.conv1.weight is model.conv1.weight  # get_attr shares, never copies
+    assert gm.meta["dispatchtrace_inputs"] == ["x"]
+    (out,) = gm(x)
+    torch.testing.assert_close(out, y, rtol=0, atol=0)
+    # a new input gives the model's answer for that input, not a recorded one
+    x2 = torch.randn(1, 3, 32, 32)
+    torch.testing.assert_close(gm(x2)[0], model(x2), rtol=0, atol=0)
+
+
+def test_views_inplace_and_out_ops_replay_as_they_ran() -> None:
+    model = Mutating()
+    x = torch.randn(4, 3)
+    with dt.capture(model) as g:
+        want = model(x)
+    assert any(op.mutated for op in g.ops) and any(op.is_view for op in g.ops)
+    got = g.to_fx(model)(x)
+    assert len(got) == len(want)
+    for r, e in zip(got, want):
+        torch.testing.assert_close(r, e, rtol=0, atol=0)
+    # the in-place write through the view reached the tensor returned first: 2 * relu(a + b) + 1
+    a, b = x.chunk(2)
+    torch.testing.assert_close(got[0], 2 * (a + b).relu() + 1)
+
+
+def test_inputs_mutated_in_forward_are_mutated_by_the_replay_too() -> None:
+    class AddInPlace(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x.add_(1)
+            return x * 2
+
+    model, x = AddInPlace(), torch.zeros(3)
+    with dt.capture(model) as g:
+        model(x)
+    assert x.tolist() == [1.0, 1.0, 1.0]
+    gm = g.to_fx(model)
+    assert gm.meta["dispatchtrace_inputs"] == ["x"]
+    fresh = torch.zeros(3)
+    (out,) = gm(fresh)
+    assert fresh.tolist() == [1.0, 1.0, 1.0]
+    assert out.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_buffers_written_in_forward_are_written_by_the_replay() -> None:
+    bn = nn.BatchNorm1d(3)  # training: running stats and num_batches_tracked change in place
+    x = torch.randn(8, 3)
+    start = copy.deepcopy(bn.state_dict())
+    with dt.capture(bn) as g:
+        bn(x)
+    after = copy.deepcopy(bn.state_dict())
+    bn.load_state_dict(start)
+    g.to_fx(bn)(x)
+    for key, value in after.items():
+        torch.testing.assert_close(bn.state_dict()[key], value, rtol=0, atol=0, msg=key)
+    assert int(bn.num_batches_tracked) == 1
+
+
+def test_constants_are_named_and_refused_unless_supplied() -> None:
+    class WithConstant(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.tensor([1.0, 2.0, 3.0])
+
+    model, x = WithConstant(), torch.randn(2, 3)
+    with dt.capture(model) as g:
+        y = model(x)
+    with pytest.raises(ReplayError, match=r"constant _tensor_constant0 \(f32\[3\], first read by %lift_fresh = aten\.lift_fresh\.default in WithConstant\)"):
+        g.to_fx(model)
+    given = g.to_fx(model, constants={"_tensor_constant0": torch.tensor([1.0, 2.0, 3.0])})
+    torch.testing.assert_close(given(x)[0], y)
+    as_inputs = g.to_fx(model, constants="inputs")
+    assert as_inputs.meta["dispatchtrace_inputs"] == ["x", "_tensor_constant0"]
+    torch.testing.assert_close(as_inputs(x, torch.tensor([1.0, 2.0, 3.0]))[0], y)
+    with pytest.raises(ReplayError, match="not in `constants`"):
+        g.to_fx(model, constants={})
+
+
+def test_parameters_of_another_model_are_refused_by_name() -> None:
+    inner = nn.Linear(3, 2)
+    with dt.capture(inner) as g:
+        inner(torch.randn(1, 3))
+    with pytest.raises(ReplayError, match=r"parameter weight \(f32\[2, 3\], not in the model passed to to_fx\)"):
+        g.to_fx(nn.Identity())
+
+
+def test_look_alike_outputs_after_a_shared_write_are_refused_not_guessed() -> None:
+    class Ambiguous(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 1
+            a, b = y.chunk(2)
+            y.add_(1)
+            return a - 2 * b
+
+    model = Ambiguous()
+    with dt.capture(model) as g:
+        model(torch.randn(4, 3))
+    with pytest.raises(ReplayError, match=r"one of 2 look-alike outputs of %split"):
+        g.to_fx(model)
+
+
+def test_replay_refuses_a_capture_still_recording() -> None:
+    lin = nn.Linear(2, 2)
+    with dt.capture(lin) as g:
+        lin(torch.ones(1, 2))
+        with pytest.raises(ReplayError, match="still recording"):
+            g.to_fx(lin)
+
+
+def test_ops_with_optional_outputs_use_the_leaves_helper() -> None:
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        with dt.capture(mha) as g:
+            want, _ = mha(x, x, x, need_weights=False)
+        targets = [op.target for op in g.ops]
+        assert "aten._native_multi_head_attention.default" in targets  # the fused fast path ran
+        gm = g.to_fx(mha)
+        assert tensor_leaves in [n.target for n in gm.graph.nodes]
+        torch.testing.assert_close(gm(x)[0], want)
+
+
+def test_resolve_target_says_what_to_import() -> None:
+    assert resolve_target("aten.add.Tensor") is torch.ops.aten.add.Tensor
+    with pytest.raises(ReplayError, match="import the library"):
+        resolve_target("nosuchlib.op.default")
