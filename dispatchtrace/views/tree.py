@@ -1,0 +1,267 @@
+"""Nested tree of module calls and ops, with parallel branches found in the data flow."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Literal, Union
+
+from ..graph import Call, Graph, Op
+from ..tensors import TensorRef
+from .branches import Par, Series, decompose
+
+NodeKind = Literal["call", "op", "parallel", "branch", "skip"]
+Noise = Literal["hide", "show"]
+
+#: ops autograd adds that nothing reads (``detach`` of a saved activation): hidden unless ``noise="show"``
+NOISE_OPS = frozenset({"aten::detach", "aten::alias"})
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TreeNode:
+    """One line of the tree: a call, an op, a block of parallel branches, a branch or a skip path."""
+
+    kind: NodeKind
+    text: str
+    shape: str = ""
+    note: str = ""
+    children: tuple[TreeNode, ...] = ()
+    call: Call | None = None
+    op: Op | None = None
+
+    @property
+    def line(self) -> str:
+        """``max_pool #2 (MaxPool2d)  f32[1, 32, 8, 8]`` plus a note such as ``joins 2 branches``."""
+        return "  ".join(p for p in (self.text, self.shape, self.note and f"({self.note})") if p)
+
+    def walk(self) -> Iterator[TreeNode]:
+        """This node and every node below it, in printing order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+class Tree:
+    """What ``Graph.tree`` returns: ``str()`` draws it with box-drawing characters.
+
+    >>> import torch, dispatchtrace as dt
+    >>> lin = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    >>> with dt.capture(lin) as g:
+    ...     _ = lin(torch.ones(1, 4))
+    >>> print(g.tree())
+    Sequential  f32[1, 3]
+    ├── 0 (Linear)  f32[1, 3]
+    └── 1 (ReLU)  f32[1, 3]
+    """
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: TreeNode) -> None:
+        self.root = root
+
+    def lines(self) -> list[str]:
+        out = [self.root.line]
+        _draw(self.root, "", out)
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        n = sum(1 for _ in self.root.walk())
+        return f"<dispatchtrace.Tree {self.root.text!r}, {n} lines>"
+
+    def walk(self) -> Iterator[TreeNode]:
+        return self.root.walk()
+
+    def _repr_html_(self) -> str:
+        return f"<pre style=\"line-height: 1.2\">{html.escape(str(self))}</pre>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(str(self))
+
+
+def _draw(node: TreeNode, prefix: str, out: list[str]) -> None:
+    last = len(node.children) - 1
+    for i, child in enumerate(node.children):
+        out.append(prefix + ("└── " if i == last else "├── ") + child.line)
+        _draw(child, prefix + ("    " if i == last else "│   "), out)
+
+
+def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: Noise = "hide") -> Tree:
+    """The calls of ``graph`` as a tree, down to ``depth`` (the model's call is depth 0).
+
+    Inside each call shown open, its sub-calls and its own ops are laid out along the data
+    flow: independent paths that later join become sibling ``branch`` nodes, and the node after
+    them is marked ``joins N branches``. Where the flow is not series-parallel (DenseNet's
+    concatenations), the children stay in call order and each says what it reads
+    (``<- conv0, denselayer1``). A call with only ops inside is shown open only with
+    ``ops=True``, which also lists the ops of the calls at ``depth``. ``noise="show"`` keeps
+    the ``detach`` ops autograd adds that nothing reads.
+    """
+    if depth is not None and depth < 0:
+        raise ValueError(f"depth must be None (everything) or >= 0 (0 = the model's call), not {depth}")
+    if noise not in ("hide", "show"):
+        raise ValueError(f"noise must be 'hide' or 'show', not {noise!r}")
+    root = graph.root
+    calls = [c for c in root.children if isinstance(c, Call)]
+    if len(calls) == 1 and len(root.children) == 1:
+        root = calls[0]
+    return Tree(_Builder(depth, ops, noise == "show").call(root))
+
+
+Child = Union[Call, Op]
+
+
+class _Builder:
+    def __init__(self, depth: int | None, ops: bool, noise: bool) -> None:
+        self.depth, self.ops, self.noise = depth, ops, noise
+
+    def keep(self, op: Op) -> bool:
+        return self.noise or op.users or op.short not in NOISE_OPS
+
+    def call(self, call: Call, note: str = "") -> TreeNode:
+        open_ = call.parent is None or (
+            (self.depth is None or call.depth < self.depth)
+            and (self.ops or any(isinstance(c, Call) for c in call.children))
+        )
+        if open_:
+            children = self.inside(call)
+        elif self.ops:
+            children = tuple(self.op(o) for o in call.all_ops() if self.keep(o))
+        else:
+            children = ()
+        return TreeNode("call", call_text(call), _shapes(call.outputs), note, children, call=call)
+
+    def op(self, op: Op, note: str = "", named: bool = False) -> TreeNode:
+        text = f"{op.short} %{op.name}" if named else op.short
+        return TreeNode("op", text, _shapes(op.outputs), note, op=op)
+
+    def node(self, child: Child, note: str = "", named: bool = False) -> TreeNode:
+        return self.call(child, note) if isinstance(child, Call) else self.op(child, note, named)
+
+    def inside(self, call: Call) -> tuple[TreeNode, ...]:
+        kids: list[Child] = [c for c in call.children if isinstance(c, Call) or self.keep(c)]
+        flow = dataflow(call, kids, keep=self.keep)
+        series = decompose(len(kids), flow.edges, entry=flow.entry, exit=flow.exit)
+        if series is not None:
+            return self.series(series, kids)
+        preds: dict[int, list[int]] = {}
+        for a, b in sorted(flow.edges):
+            preds.setdefault(b, []).append(a)
+        out = []
+        for i, kid in enumerate(kids):
+            reads = ["input"] if i in flow.entry else []
+            reads += [_ref_name(kids[a], call) for a in preds.get(i, [])]
+            out.append(self.node(kid, "<- " + ", ".join(reads) if reads else "", named=True))
+        return tuple(out)
+
+    def series(self, series: Series, kids: list[Child]) -> tuple[TreeNode, ...]:
+        out: list[TreeNode] = []
+        join = 0
+        for item in series:
+            if isinstance(item, Par):
+                out.append(self.par(item, kids))
+                join = item.width
+            else:
+                out.append(self.node(kids[item], f"joins {join} branches" if join else ""))
+                join = 0
+        return tuple(out)
+
+    def par(self, par: Par, kids: list[Child]) -> TreeNode:
+        branches = [
+            TreeNode("branch", f"branch {i + 1}", children=self.series(b, kids)) for i, b in enumerate(par.branches)
+        ]
+        if par.skip:
+            branches.append(TreeNode("skip", f"branch {len(branches) + 1}: skip (no ops on this path)"))
+        return TreeNode("parallel", f"{par.width} parallel branches", children=tuple(branches))
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """Data flow among the children of one call: edges by child position, who reads the call's input, who is read outside."""
+
+    edges: frozenset[tuple[int, int]]
+    entry: frozenset[int]
+    exit: frozenset[int]
+
+
+def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool) -> Flow:
+    """Edges between ``kids`` (children of ``call`` in the order they ran) from op producers.
+
+    Each op is mapped to the child that contains it; a sub-call with no ops at all (an
+    ``Identity``, a ``Dropout`` in eval mode) passes its input tensors on, so readers of
+    those tensors read from it. Readers for which ``keep`` is false do not count.
+    """
+    owner: dict[Op, int] = {}
+    for i, kid in enumerate(kids):
+        if isinstance(kid, Op):
+            owner[kid] = i
+        else:
+            for o in kid.all_ops():
+                owner[o] = i
+    edges: set[tuple[int, int]] = set()
+    entry: set[int] = set()
+    exit: set[int] = set()
+    passed: dict[int, int] = {}  # id(ref) -> child with no ops that last handed it on
+
+    def source(ref: TensorRef, before: int) -> int | None:
+        """The child a read of ``ref`` comes from; -1 for the call's input, None for weights and constants."""
+        k = passed.get(id(ref))
+        if k is not None and k < before:
+            return k
+        if ref.producer is not None:
+            return owner.get(ref.producer, -1)
+        return -1 if ref.kind == "input" else None
+
+    def link(src: int | None, i: int) -> None:
+        if src == -1:
+            entry.add(i)
+        elif src is not None and src != i:
+            edges.add((src, i))
+
+    for i, kid in enumerate(kids):
+        ops_ = [kid] if isinstance(kid, Op) else list(kid.all_ops())
+        if not ops_ and isinstance(kid, Call):
+            for ref in kid.inputs:
+                link(source(ref, i), i)
+            for ref in kid.outputs:
+                passed[id(ref)] = i
+            continue
+        for o in ops_:
+            direct = set()
+            for ref in o.inputs:
+                link(source(ref, i), i)
+                direct.add(ref.producer)
+            for p in o.producers:  # last writers of storage read through an older view
+                if p not in direct:
+                    link(owner.get(p, -1), i)
+            if any(u not in owner and keep(u) for u in o.users):
+                exit.add(i)
+    for ref in call.outputs:
+        src = source(ref, len(kids))
+        if src is not None and src >= 0:
+            exit.add(src)
+    return Flow(frozenset(edges), frozenset(entry), frozenset(exit))
+
+
+def call_text(call: Call) -> str:
+    """``max_pool #2 (MaxPool2d)``; the model's own call is just its type."""
+    if call.parent is None:
+        return call.type
+    if not call.path:
+        return call.type
+    index = f" #{call.index}" if call.repeat > 1 else ""
+    return f"{call.path}{index} ({call.type})"
+
+
+def _ref_name(kid: Child, parent: Call) -> str:
+    if isinstance(kid, Op):
+        return f"%{kid.name}"
+    prefix = parent.path + "." if parent.path else ""
+    name = kid.path[len(prefix):] if prefix and kid.path.startswith(prefix) else kid.path or kid.type
+    return f"{name}#{kid.index}" if kid.repeat > 1 else name
+
+
+def _shapes(refs: tuple[TensorRef, ...]) -> str:
+    return ", ".join(r.label for r in refs)
