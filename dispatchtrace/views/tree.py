@@ -45,9 +45,9 @@ class Tree:
     """What ``Graph.tree`` returns: ``str()`` draws it with box-drawing characters.
 
     >>> import torch, dispatchtrace as dt
-    >>> lin = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    >>> lin, x = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()), torch.ones(1, 4)
     >>> with dt.capture(lin) as g:
-    ...     _ = lin(torch.ones(1, 4))
+    ...     _ = lin(x)
     >>> print(g.tree())
     Sequential  f32[1, 3]
     ├── 0 (Linear)  f32[1, 3]
