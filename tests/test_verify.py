@@ -1,0 +1,109 @@
+"""verify: capture, replay, compare, and name the first op that differs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+
+import dispatchtrace as dt
+from dispatchtrace.verify import VerifyReport
+
+
+class Hidden(nn.Module):
+    """Writes its input through numpy: no ATen op sees that write, so replay cannot repeat it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.detach().numpy()[:] = -1.0
+        return x + 1
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.block = nn.Sequential(nn.ReLU(), Hidden(), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(self.lin(x)) * 2
+
+
+def test_a_torchvision_model_verifies() -> None:
+    model = torchvision.models.mobilenet_v3_small(weights=None, num_classes=10).eval()
+    report = dt.verify(model, torch.randn(1, 3, 32, 32))
+    assert isinstance(report, VerifyReport) and report
+    assert report.ops > 100 and report.calls > 50 and report.outputs == 1
+    assert report.max_diff == 0.0 and report.mismatch is None
+    assert str(report).startswith(f"MobileNetV3: {report.ops} ops, {report.calls} calls, 1 output: replay ok")
+
+
+def test_the_first_differing_op_is_named_with_its_call_and_source_line() -> None:
+    report = dt.verify(Outer(), torch.randn(2, 4))
+    assert not report
+    assert report.error is not None and report.error.startswith("output 0 differs")
+    m = report.mismatch
+    assert m is not None
+    assert (m.op, m.target, m.call, m.path) == ("add", "aten.add.Tensor", "block.1", "block.1")
+    assert m.source is not None and "test_verify.py" in m.source and "return x + 1" in m.source
+    text = str(report)
+    assert "replay FAILED" in text and "first differing op: %add = aten.add.Tensor in block.1 at " in text
+    assert "module path: block.1" in text
+
+
+def test_random_ops_are_reported_as_the_difference() -> None:
+    class Noisy(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.dropout(x.relu(), 0.5, training=True)
+
+    report = dt.verify(Noisy(), torch.randn(64, 64))
+    assert not report and report.mismatch is not None
+    assert report.mismatch.target.startswith("aten.native_dropout") or report.mismatch.target.startswith("aten.bernoulli")
+
+
+def test_keyword_tensors_and_tensors_made_in_forward_come_from_the_eager_run() -> None:
+    class Scaled(nn.Module):
+        def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
+            return x * scale + torch.tensor([1.0, 2.0])
+
+    report = dt.verify(Scaled(), torch.randn(3, 2), scale=torch.tensor(4.0))
+    assert report, str(report)
+    assert report.constants == 2
+    assert "2 constants taken from the eager run" in str(report)
+
+
+def test_inputs_mutated_in_forward_are_left_alone() -> None:
+    class AddInPlace(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.add_(1) * 2
+
+    x = torch.zeros(3)
+    assert dt.verify(AddInPlace(), x)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_meta_tensors_compare_shapes_only() -> None:
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+        report = dt.verify(model, torch.empty(1, 3, 8, 8))
+    assert report and report.max_diff is None
+    assert str(report).endswith("replay ok (shapes and dtypes only)")
+
+
+def test_a_capture_that_cannot_be_replayed_says_why() -> None:
+    class Ambiguous(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x * 1
+            a, b = y.chunk(2)
+            y.add_(1)
+            return a - b
+
+    report = dt.verify(Ambiguous(), torch.randn(4, 3))
+    assert not report
+    assert report.error is not None and report.error.startswith("cannot build the replay: ")
+    assert "look-alike outputs of %split" in report.error
+
+
+def test_verify_needs_a_module() -> None:
+    with pytest.raises(TypeError, match="needs an nn.Module"):
+        dt.verify(torch.relu, torch.ones(2))  # type: ignore[arg-type]
