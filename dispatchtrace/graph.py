@@ -180,6 +180,24 @@ class Graph:
 
         return to_fx(self, model, **options)
 
+    def costs(self) -> Any:
+        """Per-op FLOPs and bytes, per-call totals and parameters (cached); see ``views.costs``."""
+        from .views.costs import costs
+
+        return costs(self)
+
+    def summary(self, depth: int | None = None) -> Any:
+        """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""
+        from .views.summary import summary
+
+        return summary(self, depth)
+
+    def save(self, path: Any) -> None:
+        """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""
+        from .serialize import save
+
+        save(self, path)
+
     def op(self, name: str) -> Op:
         """The op with this unique name (``convolution_3``)."""
         for op in self.ops:
