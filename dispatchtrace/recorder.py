@@ -95,31 +95,34 @@ class Recorder:
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         info = schema_of(func)
-        tracker = self.tracker
+        current = self.tracker.current
         inputs: list[TensorRef] = []
         producers: dict[Op, None] = {}
+
+        def read(t: Tensor) -> TensorRef:
+            s = current(t)
+            ref = s.ref
+            inputs.append(ref)
+            if ref.producer is not None:
+                producers[ref.producer] = None
+            st = s.storage
+            if st.writer is not None and st.version > s.born:
+                producers[st.writer] = None
+            return ref
 
         def conv(a: Any) -> Any:
             ta = type(a)
             if ta in _PLAIN:
                 return a
             if isinstance(a, Tensor):
-                s = tracker.current(a)
-                ref = s.ref
-                inputs.append(ref)
-                if ref.producer is not None:
-                    producers[ref.producer] = None
-                st = s.storage
-                if st.writer is not None and st.version > s.born:
-                    producers[st.writer] = None
-                return ref
+                return read(a)
             if ta is list or ta is tuple:
-                return ta(conv(x) for x in a)
+                return ta([conv(x) for x in a])
             if isinstance(a, _SYM):
-                return a.node.maybe_as_int() if isinstance(a, torch.SymInt) and a.node.maybe_as_int() is not None else str(a)
+                return _sym_value(a)
             return a
 
-        cargs = tuple(conv(a) for a in args)
+        cargs = tuple([a if type(a) in _PLAIN else read(a) if isinstance(a, Tensor) else conv(a) for a in args])
         ckwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
         call = self.stack[-1]
         base = info.base
@@ -131,23 +134,23 @@ class Recorder:
         for p in producers:
             p.users.append(op)
 
-        written = _tensors(info.written(args, kwargs)) if info.writes else []
-        written_ids = set()
-        for t in written:
-            tracker.write(t, op)
-            written_ids.add(id(t))
-        if type(out) is Tensor or isinstance(out, Tensor):
-            outputs: tuple[TensorRef, ...] = (tracker.produced(out, op, id(out) in written_ids),)
-        elif isinstance(out, (tuple, list)):
-            outputs = tuple(tracker.produced(t, op, id(t) in written_ids) for t in _tensors([out]))
+        produced = self.tracker.produced
+        if info.writes:
+            written = _tensors(info.written(args, kwargs))
+            written_ids = {id(t) for t in written}
+            for t in written:
+                self.tracker.write(t, op)
         else:
-            outputs = ()
-        op.outputs = outputs
+            written = written_ids = ()  # type: ignore[assignment]
+        if isinstance(out, Tensor):
+            op.outputs = (produced(out, op, id(out) in written_ids),)
+        elif isinstance(out, (tuple, list)):
+            op.outputs = tuple([produced(t, op, id(t) in written_ids) for t in _tensors(out)])
         if written:
-            op.mutated = tuple(tracker.read(t) for t in written)
-        if outputs and inputs:
+            op.mutated = tuple([self.tracker.read(t) for t in written])
+        elif op.outputs and inputs:
             in_storages = {r.storage for r in inputs}
-            op.is_view = any(r.storage in in_storages for r in outputs if id(r) not in written_ids) and not written
+            op.is_view = any(r.storage in in_storages for r in op.outputs)
         graph.ops.append(op)
         call.ops.append(op)
         call.children.append(op)
@@ -219,11 +222,20 @@ def _unique(refs: Any) -> tuple[TensorRef, ...]:
     return tuple(dict.fromkeys(refs))
 
 
-def _tensors(values: list[Any]) -> list[Tensor]:
+def _tensors(values: Any) -> list[Tensor]:
     out: list[Tensor] = []
     for v in values:
         if isinstance(v, Tensor):
             out.append(v)
         elif isinstance(v, (list, tuple)):
-            out.extend(_tensors(list(v)))
+            out.extend(_tensors(v))
     return out
+
+
+def _sym_value(a: Any) -> Any:
+    """A symbolic int/float/bool as a plain value when it is known, else its text."""
+    if isinstance(a, torch.SymInt):
+        known = a.node.maybe_as_int()
+        if known is not None:
+            return known
+    return str(a)

@@ -38,9 +38,12 @@ def shape_text(dtype: str, shape: tuple[int | str, ...]) -> str:
     return f"{dtype_abbr(dtype)}[{', '.join(str(s) for s in shape)}]"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class TensorRef:
-    """One tensor value as an op saw it: metadata, identity and origin, never data.
+    """One tensor value as an op saw it: metadata, identity and origin, never data. Read-only.
+
+    (Not ``frozen=True``: a frozen dataclass costs 1.3 µs per instance against 0.2 µs, and
+    capture makes one per op output; nothing in dispatchtrace assigns to a ref after creation.)
 
     ``storage`` is a small integer unique within one capture (views share their base's);
     ``version`` counts the writes to that storage seen so far; ``producer`` is the op whose

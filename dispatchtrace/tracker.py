@@ -45,7 +45,9 @@ _device_names: dict[torch.device, str] = {}
 
 
 def _meta(t: Tensor) -> tuple[tuple[int | str, ...], str, str]:
-    shape = tuple(s if type(s) is int else str(s) for s in t.shape)
+    shape = tuple(t.shape)
+    if type(t) is not Tensor and not all(type(s) is int for s in shape):  # symbolic sizes (fake tensors)
+        shape = tuple(s if type(s) is int else str(s) for s in shape)
     dt = t.dtype
     dname = _dtype_names.get(dt)
     if dname is None:
@@ -108,7 +110,9 @@ class Tracker:
 
     def current(self, t: Tensor) -> TensorState:
         """The state of ``t`` with its ref refreshed when its storage was written since."""
-        s = self.state(t)
+        s = self._tensors.get(id(t))
+        if s is None or s.wr() is not t:
+            s = self.state(t)
         ref = s.ref
         if ref.version != s.storage.version:
             s.ref = self._new_ref(t, s.storage, ref.producer, ref.kind, ref.name)
