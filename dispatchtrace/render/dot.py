@@ -1,0 +1,182 @@
+"""DOT diagrams: a collapsed graph as a ``graphviz.Digraph``, clusters for expanded calls."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, Union
+
+import graphviz
+
+from ..views.collapse import AUTO_MAX_NODES, CollapsedGraph, Depth, Edge, Group, Node, Predicate, collapse
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+Rankdir = Literal["TB", "LR"]
+DiagramDepth = Union[int, None, Literal["ops", "auto"]]
+
+GRAPH_ATTR = {
+    "fontname": "Helvetica",
+    "fontsize": "10",
+    "nodesep": "0.2",
+    "ranksep": "0.3",
+    "newrank": "true",
+}
+NODE_ATTR = {"fontname": "Helvetica", "fontsize": "10", "height": "0.3", "margin": "0.08,0.03"}
+EDGE_ATTR = {"fontname": "Helvetica", "fontsize": "8", "arrowsize": "0.6", "color": "#555555", "fontcolor": "#555555"}
+
+STYLE: dict[str, dict[str, str]] = {
+    "call": {"shape": "box", "style": "rounded,filled", "fillcolor": "#dae8fc", "color": "#6c8ebf"},
+    "fold": {"shape": "box", "style": "rounded,filled", "fillcolor": "#d5e8d4", "color": "#82b366", "peripheries": "2"},
+    "op": {"shape": "box", "style": "filled", "fillcolor": "#f5f5f5", "color": "#999999", "fontsize": "9"},
+    "input": {"shape": "oval", "style": "filled", "fillcolor": "#fff2cc", "color": "#d6b656"},
+    "output": {"shape": "oval", "style": "filled", "fillcolor": "#fff2cc", "color": "#d6b656"},
+    "tensor": {"shape": "note", "style": "filled", "fillcolor": "#eeeeee", "color": "#aaaaaa", "fontsize": "8"},
+}
+CLUSTER = {"style": "rounded,dashed", "color": "#888888", "fontsize": "10", "labeljust": "l"}
+FOLD_CLUSTER = {"style": "rounded,filled", "fillcolor": "#f0f7ee", "color": "#82b366", "penwidth": "2", "fontsize": "10", "labeljust": "l"}
+
+
+def text(*lines: str) -> graphviz.quoting.NoHtml:
+    """A DOT string of several lines, backslashes and ``<...>`` taken literally.
+
+    >>> print(text("aten::add", "f32[2]"))
+    aten::add\\nf32[2]
+    """
+    return graphviz.nohtml("\\n".join(line.replace("\\", "\\\\") for line in lines))
+
+
+def edge_label(edge: Edge, *, limit: int = 2) -> str:
+    """``f32[1, 64, 56, 56]``; several different tensors: the first ``limit`` and a count."""
+    labels = list(dict.fromkeys(t.label for t in edge.tensors))
+    if len(labels) > limit:
+        return ", ".join(labels[:limit]) + f" +{len(labels) - limit}"
+    return ", ".join(labels)
+
+
+def _node_label(node: Node) -> graphviz.quoting.NoHtml:
+    if node.kind in ("input", "tensor") and node.ref is not None:
+        return text(node.label, node.ref.label)
+    if node.kind == "output":
+        return text("output", *dict.fromkeys(r.label for r in node.outputs))
+    return text(node.label)
+
+
+def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
+    if node.op is not None:
+        lines = [str(node.op)]
+        where = getattr(node.op, "source", None) if source else None
+        if where:
+            lines.append(str(where))
+        return text(*lines)
+    if node.call is not None:
+        n_ops = sum(1 for _ in node.call.all_ops())
+        ins = ", ".join(r.label for r in node.call.inputs) or "()"
+        outs = ", ".join(r.label for r in node.outputs) or "()"
+        return text(node.label, f"{ins} -> {outs}", f"{n_ops} ops per call")
+    refs = [f"{r.ref}: {r.label} ({r.kind})" for r in node.outputs]
+    return text(*refs) if refs else text(node.label)
+
+
+def _node_attrs(node: Node, source: bool) -> dict[str, object]:
+    style = STYLE["fold" if node.fold > 1 else node.kind]
+    return {"label": _node_label(node), "tooltip": _tooltip(node, source), **style}
+
+
+def digraph(
+    cg: CollapsedGraph,
+    *,
+    name: str = "dispatchtrace",
+    rankdir: Rankdir = "TB",
+    edge_labels: bool = True,
+    title: str | None = None,
+    source: bool = True,
+) -> graphviz.Digraph:
+    """The ``graphviz.Digraph`` of a collapsed graph (no ``dot`` run: this is only source)."""
+    dot = graphviz.Digraph(name, graph_attr={**GRAPH_ATTR, "rankdir": rankdir}, node_attr=NODE_ATTR, edge_attr=EDGE_ATTR)
+    if title:
+        dot.attr(label=text(title), labelloc="t", fontsize="12")
+    order = {n.id: i for i, n in enumerate(cg.nodes)}
+    members: dict[str | None, list[Node | Group]] = {}
+    first: dict[str, int] = {}
+    by_id = {g.id: g for g in cg.groups}
+    for node in cg.nodes:
+        members.setdefault(node.group, []).append(node)
+        gid = node.group
+        while gid is not None and gid not in first:
+            first[gid] = order[node.id]
+            gid = by_id[gid].parent
+    for group in cg.groups:
+        if group.id in first:
+            members.setdefault(group.parent, []).append(group)
+
+    def position(item: Node | Group) -> tuple[int, int]:
+        return (order[item.id], 1) if isinstance(item, Node) else (first[item.id], 0)
+
+    def emit(container: graphviz.Digraph, gid: str | None) -> None:
+        for item in sorted(members.get(gid, []), key=position):
+            if isinstance(item, Node):
+                container.node(item.id, **_node_attrs(item, source))  # type: ignore[arg-type]
+                continue
+            with container.subgraph(name=f"cluster_{item.id}") as sub:
+                attrs = FOLD_CLUSTER if item.fold > 1 else CLUSTER
+                sub.attr(label=text(item.label), tooltip=text(item.label), **attrs)
+                emit(sub, item.id)
+
+    emit(dot, None)
+    for edge in cg.edges:
+        attrs: dict[str, object] = {}
+        if edge.tensors:
+            label = edge_label(edge)
+            tips = [f"{t.ref}: {t.label}" for t in edge.tensors]
+            attrs["tooltip"] = text(*tips)
+            if edge_labels:
+                attrs["label"] = text(label)
+        dot.edge(edge.src.id, edge.dst.id, **attrs)  # type: ignore[arg-type]
+    return dot
+
+
+def to_dot(
+    graph: Graph | CollapsedGraph,
+    depth: DiagramDepth | Depth = "auto",
+    *,
+    predicate: Predicate | None = None,
+    fold: bool = True,
+    params: bool = False,
+    dead: bool = False,
+    rankdir: Rankdir = "TB",
+    edge_labels: bool = True,
+    max_nodes: int = AUTO_MAX_NODES,
+    title: str | None = None,
+    source: bool = True,
+) -> graphviz.Digraph:
+    """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
+
+    ``depth``: ``"auto"`` (also ``None``, the default) picks the deepest call depth whose
+    diagram has at most ``max_nodes`` nodes; an int collapses every call at that depth (the
+    model's own call is 0); ``"ops"`` shows every op, inside a cluster per module call.
+    ``fold`` shows runs of identical chained calls once with ``×N``; ``params`` shows
+    parameters, buffers and constants; ``dead`` shows unused detach and allocation ops;
+    ``source`` adds each op's source line (``op.source``) to its tooltip; ``edge_labels``
+    writes tensor shapes on edges (they are in the edge tooltips either way).
+
+    >>> import torch, dispatchtrace as dt
+    >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
+    >>> with dt.capture(lin) as g:
+    ...     _ = lin(x)
+    >>> src = to_dot(g, "ops", source=False).source
+    >>> [line.strip() for line in src.splitlines() if "->" in line][-1]
+    'n2 -> n3 [label="f32[1, 2]" tooltip="%addmm: f32[1, 2]"]'
+    >>> "subgraph cluster_g0" in src and 'label="aten::addmm"' in src
+    True
+    """
+    if isinstance(graph, CollapsedGraph):
+        cg = graph
+    else:
+        if depth is None:
+            depth = "auto"
+        if depth == "auto":
+            from ..views.collapse import auto_depth
+
+            depth = auto_depth(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, dead=dead)
+        cg = collapse(graph, depth, predicate=predicate, fold=fold, params=params, dead=dead)
+    return digraph(cg, rankdir=rankdir, edge_labels=edge_labels, title=title, source=source)

@@ -1,0 +1,81 @@
+"""Writing files: diagrams through graphviz's ``dot``, DOT source, the text tree, JSON."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import graphviz
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+IMAGE_FORMATS = ("svg", "pdf", "png")
+SOURCE_SUFFIXES = (".dot", ".gv")
+SUFFIXES = tuple(f".{f}" for f in IMAGE_FORMATS) + SOURCE_SUFFIXES + (".txt", ".json")
+
+INSTALL_HINT = (
+    "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
+    "or `conda install graphviz`; .dot, .txt and .json outputs work without it"
+)
+
+
+class DotNotFoundError(RuntimeError):
+    """graphviz's ``dot`` program is not installed (or not on ``PATH``)."""
+
+
+class DotFailedError(RuntimeError):
+    """``dot`` ran but could not lay out or write the diagram."""
+
+
+def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram") -> bytes:
+    """Lay out ``dot`` with graphviz's ``dot`` program and return the ``fmt`` bytes."""
+    try:
+        return dot.pipe(format=fmt)
+    except graphviz.ExecutableNotFound as exc:
+        raise DotNotFoundError(f"graphviz's `dot` program was not found, so {what} cannot be drawn; {INSTALL_HINT}") from exc
+    except graphviz.CalledProcessError as exc:
+        stderr = (exc.stderr or b"").decode(errors="replace").strip()
+        raise DotFailedError(f"`dot` failed to draw {what} as {fmt}: {stderr or exc}; write a .dot file to inspect the source") from exc
+
+
+def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **options: Any) -> Path:
+    """Write ``graph`` to ``path``, the format taken from the suffix; returns the path written.
+
+    ``.svg`` ``.pdf`` ``.png``: a diagram drawn by ``dot`` (options as ``to_dot``: ``depth``
+    ``"auto"``/``None``, an int or ``"ops"``, ``fold``, ``params``, ...). ``.dot`` ``.gv``: its
+    DOT source (no ``dot`` needed). ``.txt``: the nested tree (``graph.tree(depth, **options)``).
+    ``.json``: the capture itself (``graph.save``).
+
+    >>> import tempfile, torch, dispatchtrace as dt
+    >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
+    >>> with dt.capture(lin) as g:
+    ...     _ = lin(x)
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     written = render(g, Path(d) / "lin.dot", "ops")
+    ...     written.name, written.read_text().startswith("digraph")
+    ('lin.dot', True)
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; use one of: {', '.join(SUFFIXES)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".txt":
+        path.write_text(str(graph.tree(depth if isinstance(depth, int) else None, **options)) + "\n", encoding="utf-8")
+        return path
+    if suffix == ".json":
+        save = getattr(graph, "save", None)
+        if save is None:
+            raise NotImplementedError("saving a capture as .json needs Graph.save, which this version lacks; write .dot or .txt")
+        save(path)
+        return path
+    from .dot import to_dot
+
+    dot = to_dot(graph, depth, **options)
+    if suffix in SOURCE_SUFFIXES:
+        path.write_text(dot.source, encoding="utf-8")
+        return path
+    path.write_bytes(run_dot(dot, suffix[1:], what=str(path)))
+    return path
