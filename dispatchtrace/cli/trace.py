@@ -1,0 +1,93 @@
+"""``dispatchtrace MODEL``: capture one forward pass, print its tree or write diagrams."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..capture import capture
+from ..graph import Graph
+from .errors import ArgumentParser, CliError
+from .models import load_model, parse_inputs
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="dispatchtrace",
+        description="Capture every ATen op of one forward pass and show it as a tree of module calls "
+        "with parallel branches, or write diagrams. Other commands: `dispatchtrace demo [DIR]`, "
+        "`dispatchtrace render`, `dispatchtrace verify`.",
+        epilog="examples: dispatchtrace resnet50 --depth 2 | dispatchtrace coolcnn -o cool.svg -o cool.pdf | "
+        "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64",
+    )
+    p.add_argument("model", metavar="MODEL",
+                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
+    p.add_argument("-i", "--input", action="append", default=[], metavar="SHAPE",
+                   help="input shape such as 1x3x224x224; repeat for several inputs (default: the model's input_shape, else 1x3x224x224)")
+    p.add_argument("--dtype", default="float32", help="input dtype (default float32; integer dtypes give small random ints)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"],
+                   help="where the model and inputs live; meta runs with no data and no weight memory")
+    p.add_argument("--depth", type=_depth, default=None, metavar="N",
+                   help="show module calls down to depth N (the model's call is 0; default: all)")
+    p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
+    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
+                   help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
+    p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    return p
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    model = load_model(args.model, device=args.device)
+    inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
+    graph = trace(model, inputs, name=args.model)
+    if not args.output or args.tree:
+        print(graph.tree(args.depth, ops=args.ops))
+    for out in args.output:
+        write(graph, out, depth=args.depth, ops=args.ops)
+        print(f"wrote {out}", file=sys.stderr if (not args.output or args.tree) else sys.stdout)
+    return 0
+
+
+def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
+    """One captured forward pass under ``torch.no_grad()``; a forward that raises becomes a ``CliError``."""
+    try:
+        with torch.no_grad(), capture(model) as graph:
+            model(*inputs)
+    except Exception as e:
+        shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CliError(f"the forward pass of {name} on input {shapes} raised {type(e).__name__}: {text}"
+                       " (check --input and --dtype)") from e
+    return graph
+
+
+def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False) -> Path:
+    """Write one output file; ``.txt`` is the tree as printed, everything else goes to ``Graph.render``."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        raise CliError(f"cannot write {path}: folder {path.parent} does not exist")
+    if path.suffix.lower() == ".txt":
+        path.write_text(str(graph.tree(depth, ops=ops)) + "\n", encoding="utf-8")
+        return path
+    try:
+        from ..render import files  # noqa: F401  (present once the diagram renderer is installed)
+    except ImportError as e:
+        raise CliError(f"cannot write {path}: diagrams are not available in this version (.txt works)") from e
+    graph.render(path, depth)
+    return path
+
+
+def _depth(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {n}")
+    return n
