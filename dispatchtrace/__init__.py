@@ -2,8 +2,9 @@
 
 from .capture import capture
 from .graph import Call, Graph, Op
+from .serialize import load
 from .tensors import TensorRef
 from .verify import verify
 
-__all__ = ["Call", "Graph", "Op", "TensorRef", "capture", "verify"]
+__all__ = ["Call", "Graph", "Op", "TensorRef", "capture", "load", "verify"]
 __version__ = "0.1.0"

@@ -1,0 +1,173 @@
+"""Save/load: a loaded capture is a real Graph whose text, views, costs and summary equal the original's."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+
+import dispatchtrace as dt
+from dispatchtrace.graph import Call, Graph, Op
+from dispatchtrace.serialize import FormatError, Opaque, Record, _record, _unrecord, dumps, load, loads
+from dispatchtrace.tensors import TensorRef
+from dispatchtrace.views.costs import OpCost, costs
+
+
+@pytest.fixture(scope="module")
+def resnet() -> tuple[nn.Module, Graph]:
+    model = torchvision.models.resnet50(weights=None).eval()
+    with dt.capture(model) as g:
+        model(torch.randn(1, 3, 224, 224))
+    return model, g
+
+
+def _same_structure(a: Graph, b: Graph) -> None:
+    assert str(a) == str(b)
+    assert [c.label for c in a.calls] == [c.label for c in b.calls]
+    assert [(c.depth, c.repeat, c.index, c.type) for c in a.calls] == [(c.depth, c.repeat, c.index, c.type) for c in b.calls]
+    for x, y in zip([a.root, *a.calls], [b.root, *b.calls]):
+        assert [repr(ch) for ch in x.children] == [repr(ch) for ch in y.children]
+        assert [r.ref for r in x.outputs] == [r.ref for r in y.outputs]
+    for x, y in zip(a.ops, b.ops):
+        assert [u.name for u in x.users] == [u.name for u in y.users]
+        assert [p.name for p in x.producers] == [p.name for p in y.producers]
+        assert [repr(r) for r in x.inputs] == [repr(r) for r in y.inputs]
+        assert (x.is_view, x.mutated and [r.ref for r in x.mutated]) == (y.is_view, y.mutated and [r.ref for r in y.mutated])
+    assert [repr(r) for r in a.inputs] == [repr(r) for r in b.inputs]
+    assert [repr(r) for r in a.outputs] == [repr(r) for r in b.outputs]
+
+
+def test_resnet50_round_trip(resnet: tuple[nn.Module, Graph], tmp_path: Path) -> None:
+    model, g = resnet
+    g.save(tmp_path / "trace.json")
+    loaded = dt.load(tmp_path / "trace.json")
+    assert type(loaded) is Graph and all(type(op) is Op for op in loaded.ops)
+    assert all(type(c) is Call for c in loaded.calls) and type(loaded.ops[0].outputs[0]) is TensorRef
+    _same_structure(g, loaded)
+    assert repr(loaded) == repr(g)
+    assert str(loaded.summary(depth=2)) == str(g.summary(depth=2))
+    assert loaded.summary().rows() == g.summary().rows()
+    assert costs(loaded).total == costs(g).total
+    assert str(loaded.tree(depth=2)) == str(g.tree(depth=2))
+    assert str(loaded.tree()) == str(g.tree())
+    assert loaded.to_dot(depth=2).source == g.to_dot(depth=2).source
+    assert dumps(loaded) == dumps(g)  # saving a loaded capture writes the same file
+    assert all(c.module is None for c in loaded.calls)
+
+
+def test_loaded_graph_needs_no_model(resnet: tuple[nn.Module, Graph], tmp_path: Path) -> None:
+    model, g = resnet
+    path = tmp_path / "r.json"
+    g.save(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "dispatchtrace" and data["version"] == 1
+    assert data["params"]["total"] == sum(p.numel() for p in model.parameters())
+    loaded = load(path)
+    assert loaded.summary().rows()[0]["params"] == 25557032
+
+
+def test_args_with_torch_objects_and_odd_values_round_trip() -> None:
+    x = torch.ones(2, 3, 4, 4)
+    with dt.capture() as g:
+        y = x.to(dtype=torch.float16, memory_format=torch.channels_last)
+        z = torch.zeros(2, 2, dtype=torch.int64, layout=torch.strided, device="cpu")
+        torch.clamp(x, min=float("-inf"), max=float("inf"))
+        torch.cat((x, x), 1)
+        torch.full((2,), 1 + 0j)
+        y.sum(dim=(1, 2))
+        z.add_(1)
+    loaded = loads(dumps(g))
+    assert str(loaded) == str(g)
+    for a, b in zip(g.ops, loaded.ops):
+        assert a.args == tuple(b.args) or repr(a.args) == repr(b.args)
+        assert {k: repr(v) for k, v in a.kwargs.items()} == {k: repr(v) for k, v in b.kwargs.items()}
+    to = loaded.ops[0]
+    assert to.kwargs["dtype"] is torch.float16 and to.kwargs["memory_format"] is torch.channels_last
+    assert loaded.op("zeros").kwargs["device"] == torch.device("cpu")
+    assert loaded.op("zeros").kwargs["layout"] is torch.strided
+    assert isinstance(loaded.op("sum").args[1], list)
+    assert loaded.op("add_").mutated[0].version == 1
+
+
+def test_unknown_objects_keep_their_text() -> None:
+    class Thing:
+        def __str__(self) -> str:
+            return "<thing>"
+
+    from dispatchtrace.serialize import _unvalue, _value
+
+    encoded = _value(Thing())
+    assert encoded["text"] == "<thing>"
+    decoded = _unvalue(json.loads(json.dumps(encoded)), {})
+    assert isinstance(decoded, Opaque) and str(decoded) == "<thing>"
+
+
+def test_records_round_trip_for_source_lines() -> None:
+    # op.source (file, line, function, text) is saved as a generic record; our own classes come back as themselves
+    cost = OpCost(12, 48, (48,))
+    assert _unrecord(json.loads(json.dumps(_record(cost)))) == cost
+
+    @dataclass(frozen=True)
+    class Source:
+        file: str
+        line: int
+        function: str
+        text: str
+
+    back = _unrecord(json.loads(json.dumps(_record(Source("net.py", 12, "forward", "x = self.conv(x)")))))
+    assert isinstance(back, Record) and back.line == 12 and back.text == "x = self.conv(x)"
+
+
+def test_error_and_backward_ops_are_kept() -> None:
+    lin = nn.Linear(3, 3)
+    with pytest.raises(ValueError), dt.capture(lin) as g:
+        lin(torch.ones(1, 3)).sum().backward()
+        raise ValueError("boom")
+    loaded = loads(dumps(g))
+    assert type(loaded.error).__name__ == "ValueError" and str(loaded.error) == "boom"
+    assert [op.target for op in loaded.backward_ops] == [op.target for op in g.backward_ops]
+    assert len(loaded.backward_ops) > 0
+    assert repr(loaded) == repr(g)
+
+
+def test_truncated_file(resnet: tuple[nn.Module, Graph], tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    resnet[1].save(path)
+    path.write_text(path.read_text()[:5000])
+    with pytest.raises(FormatError, match="truncated"):
+        load(path)
+
+
+def test_newer_version_and_foreign_json(tmp_path: Path) -> None:
+    lin, x = nn.Linear(2, 2), torch.ones(1, 2)
+    with dt.capture(lin) as g:
+        lin(x)
+    data = json.loads(dumps(g))
+    data["version"] = 2
+    with pytest.raises(FormatError, match="newer"):
+        loads(json.dumps(data))
+    with pytest.raises(FormatError, match="not a dispatchtrace capture"):
+        loads('{"nodes": []}')
+    with pytest.raises(FormatError, match="not a dispatchtrace capture"):
+        loads("[1, 2]")
+    data["version"] = 1
+    del data["ops"][0]["target"]
+    with pytest.raises(FormatError, match="damaged"):
+        loads(json.dumps(data))
+    path = tmp_path / "x.json"
+    path.write_text("not json at all")
+    with pytest.raises(FormatError, match="x.json is not valid JSON"):
+        load(path)
+
+
+def test_render_json_writes_a_loadable_capture(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
+    with dt.capture(model) as g:
+        model(torch.ones(1, 3, 8, 8))
+    g.render(tmp_path / "c.json")
+    assert str(load(tmp_path / "c.json")) == str(g)
