@@ -10,9 +10,10 @@ import torch.nn as nn
 
 from .graph import Call, Graph, Op, new_call
 from .names import Names
+from .schema import SCHEMAS as _schemas
 from .schema import schema_of
 from .source import Site, SourceTable, user_site
-from .structure import leaves
+from .structure import leaves, tensors_in
 from .tensors import Kind, TensorRef
 from .tracker import Tracker
 
@@ -58,16 +59,19 @@ class Recorder:
         self._counts[key] = index + 1
         self._call_keys.append(key)
         call = new_call(self.names.path(module), type(module).__name__, index, parent, module)
-        tensors = list(leaves(args))
+        read = self.tracker.read
         if parent is self.graph.root:
-            self._name_inputs(module, args, tensors)
-        call.inputs = _unique(self.tracker.read(t) for _, t in tensors)
-        self._pending.clear()
+            named = list(leaves(args))
+            self._name_inputs(module, named)
+            call.inputs = _unique([read(t) for _, t in named])
+            self._pending.clear()
+        else:
+            call.inputs = _unique([read(t) for t in tensors_in(args)])
         parent.children.append(call)
         self.graph.calls.append(call)
         self.stack.append(call)
 
-    def _name_inputs(self, module: nn.Module, args: tuple[Any, ...], tensors: list[tuple[str, Tensor]]) -> None:
+    def _name_inputs(self, module: nn.Module, tensors: list[tuple[str, Tensor]]) -> None:
         try:
             params = list(inspect.signature(module.forward).parameters.values())
         except (TypeError, ValueError):
@@ -90,11 +94,12 @@ class Recorder:
         call = self.stack[depth]
         del self.stack[depth:]
         if output is not None:
-            call.outputs = _unique(self.tracker.read(t) for _, t in leaves(output))
+            read = self.tracker.read
+            call.outputs = _unique([read(t) for t in tensors_in(output)])
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        info = schema_of(func)
+        info = _schemas.get(func) or schema_of(func)
         current = self.tracker.current
         inputs: list[TensorRef] = []
         producers: dict[Op, None] = {}

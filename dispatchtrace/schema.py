@@ -45,14 +45,14 @@ def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int, name: str) -> 
     return kwargs.get(name)
 
 
-_cache: dict[Any, OpSchema] = {}
+SCHEMAS: dict[Any, OpSchema] = {}
 
 
 def schema_of(func: Any) -> OpSchema:
     """Cached ``OpSchema`` for an ``OpOverload``."""
-    info = _cache.get(func)
+    info = SCHEMAS.get(func)
     if info is None:
-        info = _cache[func] = _build(func)
+        info = SCHEMAS[func] = _build(func)
     return info
 
 

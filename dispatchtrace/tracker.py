@@ -124,8 +124,8 @@ class Tracker:
 
     def produced(self, t: Tensor, op: Op, written: bool) -> TensorRef:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
-        s = self._tensors.get(id(t))
-        if written and s is not None and s.wr() is t:
+        s = self._tensors.get(id(t)) if written else None
+        if s is not None and s.wr() is t:
             # written in place and returned: the same tensor object (a buffer stays a buffer)
             storage, kind, name = s.storage, s.ref.kind, s.ref.name
         else:
