@@ -174,6 +174,12 @@ class Graph:
 
         return render(self, path, depth, **options)
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""
+        from .render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
+
     def to_fx(self, model: Any = None, **options: Any) -> Any:
         """A ``torch.fx.GraphModule`` that re-runs the captured ATen ops; see ``replay.to_fx``."""
         from .replay import to_fx

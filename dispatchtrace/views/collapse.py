@@ -107,6 +107,10 @@ def fold_label(calls: tuple[Call, ...]) -> str:
     return f"{range_label(calls)} ({calls[0].type}) ×{len(calls)}"
 
 
+def _is_leaf(call: Call) -> bool:
+    return not any(isinstance(c, Call) for c in call.children)
+
+
 def _is_dead(op: Op, outputs: set[tuple[int, int]]) -> bool:
     """An unused ``aten::detach`` (autograd saving a tensor) or an allocation nothing reads."""
     if op.users or op.mutated or any((r.storage, r.version) in outputs for r in op.outputs):
@@ -157,8 +161,10 @@ def collapse(
 ) -> CollapsedGraph:
     """Collapse ``graph`` so that every module call at ``depth`` is one node.
 
-    ``depth``: the model's call is 0, its children 1, ...; ``None`` or ``"ops"`` keeps every
-    op; ``"auto"`` picks the deepest depth with at most ``AUTO_MAX_NODES`` nodes.
+    ``depth``: the model's call is 0, its children 1, ...; a leaf call (one that calls no
+    other module) above that depth is one node too, as it has nothing but ops inside.
+    ``None`` or ``"ops"`` keeps every op; ``"auto"`` picks the deepest depth with at most
+    ``AUTO_MAX_NODES`` nodes.
     ``predicate``: also collapse every call it accepts (the outermost collapsed call wins).
     ``fold``: show a run of identical, chained sibling calls once, with their count.
     ``params``: show parameters, buffers and constants as nodes. ``dead``: show unused
@@ -198,7 +204,9 @@ class _Builder:
         self.owner: dict[Call, Call | None] = {graph.root: None}
         for call in graph.calls:  # entry order: parents come first
             up = self.owner.get(call.parent) if call.parent is not None else None
-            hit = (depth is not None and call.depth == depth) or (predicate is not None and predicate(call))
+            hit = (depth is not None and (call.depth == depth or (call.depth < depth and _is_leaf(call)))) or (
+                predicate is not None and predicate(call)
+            )
             self.owner[call] = up if up is not None else (call if hit else None)
         self.folding: Folding = fold_ops(runs(graph, lambda c: self.owner.get(c) is None) if fold else [])
         out_keys = {(r.storage, r.version) for r in graph.outputs}
