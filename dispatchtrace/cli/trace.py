@@ -43,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
 
 def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
+    check_outputs(args.output)
     model = load_model(args.model, device=args.device)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     graph = trace(model, inputs, name=args.model)
@@ -68,19 +69,26 @@ def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str =
 
 
 def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False) -> Path:
-    """Write one output file; ``.txt`` is the tree as printed, everything else goes to ``Graph.render``."""
+    """Write one output file; ``.txt`` is the tree as printed, everything else goes to ``Graph.render``.
+
+    Diagrams get ``depth`` when given, else the op-level graph with ``ops``, else the renderer's
+    readable default.
+    """
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise CliError(f"cannot write {path}: folder {path.parent} does not exist")
     if path.suffix.lower() == ".txt":
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(graph.tree(depth, ops=ops)) + "\n", encoding="utf-8")
         return path
-    try:
-        from ..render import files  # noqa: F401  (present once the diagram renderer is installed)
-    except ImportError as e:
-        raise CliError(f"cannot write {path}: diagrams are not available in this version (.txt works)") from e
-    graph.render(path, depth)
-    return path
+    return graph.render(path, depth if depth is not None else ("ops" if ops else None))
+
+
+def check_outputs(paths: Sequence[str]) -> None:
+    """Refuse unknown suffixes before any work is done."""
+    from ..render.files import SUFFIXES
+
+    for out in paths:
+        if Path(out).suffix.lower() not in SUFFIXES:
+            raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(SUFFIXES)}")
 
 
 def _depth(text: str) -> int:
