@@ -45,7 +45,10 @@ _device_names: dict[torch.device, str] = {}
 
 
 def _meta(t: Tensor) -> tuple[tuple[int | str, ...], str, str]:
-    shape = tuple(t.shape)
+    try:
+        shape = tuple(t.shape)
+    except RuntimeError:  # nested tensors have no sizes: ragged dimensions are "*"
+        shape = tuple(_size_or_star(t, i) for i in range(t.dim()))
     if type(t) is not Tensor and not all(type(s) is int for s in shape):  # symbolic sizes (fake tensors)
         shape = tuple(s if type(s) is int else str(s) for s in shape)
     dt = t.dtype
@@ -57,6 +60,13 @@ def _meta(t: Tensor) -> tuple[tuple[int | str, ...], str, str]:
     if devname is None:
         devname = _device_names[dev] = str(dev)
     return shape, dname, devname
+
+
+def _size_or_star(t: Tensor, dim: int) -> int | str:
+    try:
+        return int(t.size(dim))
+    except RuntimeError:
+        return "*"
 
 
 Namer = Callable[[Tensor], "tuple[Kind, str | None]"]

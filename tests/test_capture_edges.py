@@ -309,3 +309,21 @@ def test_backward_inside_the_block_is_kept_apart() -> None:
     assert all(op.phase == "forward" for op in g.ops)
     assert "threshold_backward" not in str(g)
     assert model[0].weight.grad is not None
+
+
+def test_nested_and_sparse_tensors_are_recorded() -> None:
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 2).eval()
+    x = torch.randn(2, 5, 16)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    with torch.no_grad(), dt.capture(enc) as g:
+        enc(x, src_key_padding_mask=mask)
+    nested = next(op for op in g.ops if op.target == "aten._nested_tensor_from_mask.default")
+    assert nested.outputs[0].shape == (2, "*", 16)
+    fused = [op for op in g.ops if op.target == "aten._transformer_encoder_layer_fwd.default"]
+    assert len(fused) == 2 and fused[1].producers[0] is fused[0]
+    sparse = torch.randn(4, 4).to_sparse()
+    with dt.capture() as g2:
+        (sparse * 2).to_dense()
+    assert [op.short for op in g2.ops] == ["aten::mul", "aten::_to_dense"]
+    assert g2.ops[1].producers == (g2.ops[0],)
