@@ -198,6 +198,30 @@ class Graph:
 
         return summary(self, depth)
 
+    def find_ops(self, target: str = "*", **options: Any) -> list[Op]:
+        """Ops by target pattern (``aten.add*``), module ``path=`` / ``type=`` pattern; see ``views.query``."""
+        from .views.query import find_ops
+
+        return find_ops(self, target, **options)
+
+    def find_calls(self, path: str | None = None, **options: Any) -> list[Call]:
+        """Calls by path pattern (``layer1.*``) and ``type=`` pattern; see ``views.query``."""
+        from .views.query import find_calls
+
+        return find_calls(self, path, **options)
+
+    def calls_of(self, module: Any) -> list[Call]:
+        """Every call of a module instance (or of a path), in order; see ``views.query``."""
+        from .views.query import calls_of
+
+        return calls_of(self, module)
+
+    def ops_between(self, first: Any, second: Any, **options: Any) -> list[Op]:
+        """Ops run after call ``first`` returned and before ``second`` began; see ``views.query``."""
+        from .views.query import ops_between
+
+        return ops_between(self, first, second, **options)
+
     def save(self, path: Any) -> None:
         """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""
         from .serialize import save

@@ -1,0 +1,158 @@
+"""Queries: find ops and calls by op target, module path pattern, module type or module, without loops.
+
+Patterns are shell-style (``fnmatch``: ``*``, ``?``, ``[...]``); ``*`` also matches dots.
+
+>>> import torch, torch.nn as nn, dispatchtrace as dt
+>>> class Net(nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.fc, self.relu, self.out = nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)
+...     def forward(self, x):
+...         x = self.relu(self.fc(x))
+...         x = self.relu(x + 1)
+...         return self.out(x)
+>>> net, x = Net(), torch.ones(1, 4)
+>>> with dt.capture(net) as g:
+...     y = net(x)
+>>> [op.name for op in find_ops(g, "aten.add*")]
+['addmm', 'add', 'addmm_1']
+>>> [op.name for op in find_ops(g, "aten::relu")]
+['relu', 'relu_1']
+>>> [op.name for op in find_ops(g, path="out")]
+['t_1', 'addmm_1']
+>>> [c.label for c in calls_of(g, net.relu)]
+['relu#0', 'relu#1']
+>>> [op.name for op in ops_between(g, "relu#0", "relu#1")]
+['add']
+>>> [c.label for c in find_calls(g, type="Linear")]
+['fc', 'out']
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    import torch.nn as nn
+
+    from ..graph import Call, Graph, Op
+
+CallRef = Union["Call", str, "nn.Module"]
+
+
+def _call_matches(call: Call, path: str | None, type: str | None) -> bool:
+    if path is not None and not (fnmatchcase(call.path, path) or fnmatchcase(call.label, path)):
+        return False
+    return type is None or fnmatchcase(call.type, type)
+
+
+def find_calls(graph: Graph, path: str | None = None, *, type: str | None = None) -> list[Call]:
+    """Calls, in entry order, whose path (or label, ``relu#1``) matches ``path`` and type matches ``type``.
+
+    ``find_calls(g, "layer1.*")``, ``find_calls(g, type="*Norm*")``; no pattern gives every call.
+    """
+    return [c for c in graph.calls if _call_matches(c, path, type)]
+
+
+def find_ops(graph: Graph, target: str = "*", *, path: str | None = None, type: str | None = None,
+             direct: bool = False) -> list[Op]:
+    """Ops, in execution order, whose target matches ``target``, issued inside a matching call.
+
+    ``target`` matches the overload (``aten.add*`` finds ``aten.add.Tensor``, ``aten.addmm.default``,
+    ``aten.add_.Tensor``) or, when it contains ``::``, the packet (``aten::relu``). ``path`` / ``type``
+    keep ops issued inside a call whose path or type matches, at any depth above the op
+    (``direct=True``: the innermost call only). ``path=""`` selects calls of the model itself.
+    """
+    short = "::" in target
+    out = []
+    for op in graph.ops:
+        if not fnmatchcase(op.short if short else op.target, target):
+            continue
+        if path is not None or type is not None:
+            call: Call | None = op.call
+            while call is not None and call.parent is not None:
+                if _call_matches(call, path, type):
+                    break
+                call = None if direct else call.parent
+            else:
+                continue
+        out.append(op)
+    return out
+
+
+def calls_of(graph: Graph, module: nn.Module | str) -> list[Call]:
+    """Every call of one module instance (``g.calls_of(model.layer1[0].relu)``) or of one path, in order."""
+    if isinstance(module, str):
+        calls = [c for c in graph.calls if c.path == module]
+        if not calls:
+            known = ", ".join(repr(c.path) for c in graph.calls[:3])
+            raise KeyError(f"no call of a module at path {module!r}; paths look like {known}" if known
+                           else f"no call of a module at path {module!r}: the capture recorded no calls")
+        return calls
+    calls = [c for c in graph.calls if c.module is module]
+    if not calls and graph.calls and all(c.module is None for c in graph.calls):
+        raise LookupError("this capture no longer knows its modules (a loaded file, or the model was freed); "
+                          "ask by path instead: g.calls_of('layer1.0.relu')")
+    return calls
+
+
+def resolve(graph: Graph, ref: CallRef) -> Call:
+    """One call from a ``Call``, a label (``layer1.0.relu#2``), a path called once, or a module called once."""
+    from ..graph import Call
+
+    if isinstance(ref, Call):
+        return ref
+    if isinstance(ref, str):
+        matches = [c for c in graph.calls if c.label == ref] or [c for c in graph.calls if c.path == ref]
+    else:
+        matches = calls_of(graph, ref)
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise KeyError(f"no call {ref!r} in this capture; labels look like {graph.calls[0].label!r}" if graph.calls
+                       else f"no call {ref!r}: the capture recorded no calls")
+    labels = ", ".join(c.label for c in matches[:4])
+    raise KeyError(f"{ref!r} was called {len(matches)} times ({labels}); name one call by its label")
+
+
+def span(graph: Graph, call: CallRef) -> range:
+    """Positions in ``graph.ops`` of the ops issued while ``call`` ran (sub-calls included)."""
+    target = resolve(graph, call)
+    spans = _spans(graph)
+    return spans[id(target)]
+
+
+def _spans(graph: Graph) -> dict[int, range]:
+    from ..graph import Call
+
+    starts: dict[int, int] = {}
+    out: dict[int, range] = {}
+    n = 0
+
+    def visit(call: Call) -> None:
+        nonlocal n
+        starts[id(call)] = n
+        for child in call.children:
+            if isinstance(child, Call):
+                visit(child)
+            else:
+                n += 1
+        out[id(call)] = range(starts[id(call)], n)
+
+    visit(graph.root)
+    return out
+
+
+def ops_between(graph: Graph, first: CallRef, second: CallRef, *, inclusive: bool = False) -> list[Op]:
+    """Ops that ran after ``first`` returned and before ``second`` was entered, in order.
+
+    ``inclusive=True`` adds the ops of both calls. Calls are given as ``Call`` objects, labels
+    (``layer1.0.relu#2``), paths called once, or modules called once.
+    """
+    spans = _spans(graph)
+    a, b = spans[id(resolve(graph, first))], spans[id(resolve(graph, second))]
+    if b.start < a.stop:
+        raise ValueError(f"{resolve(graph, second).label!r} starts before {resolve(graph, first).label!r} "
+                         "returns; give the earlier call first")
+    return graph.ops[a.start if inclusive else a.stop:b.stop if inclusive else b.start]

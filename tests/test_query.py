@@ -1,0 +1,81 @@
+"""Queries on real captures: targets with wildcards, path and type patterns, calls of a module, ops between calls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+
+import dispatchtrace as dt
+from dispatchtrace.serialize import dumps, loads
+from dispatchtrace.views.query import resolve, span
+
+_MODEL = torchvision.models.resnet50(weights=None).eval()
+
+
+@pytest.fixture(scope="module")
+def g() -> dt.Graph:
+    x = torch.randn(1, 3, 64, 64)
+    with dt.capture(_MODEL) as graph:
+        _MODEL(x)
+    return graph
+
+
+def test_find_ops_by_target_pattern(g: dt.Graph) -> None:
+    convs = g.find_ops("aten.convolution*")
+    assert len(convs) == 53
+    adds = g.find_ops("aten.add*")
+    assert {op.target for op in adds} == {"aten.add_.Tensor", "aten.addmm.default"}
+    assert len(g.find_ops("aten::add_")) == 16  # one residual add per bottleneck
+    assert g.find_ops("aten.nothing*") == []
+
+
+def test_find_ops_by_path_and_type(g: dt.Graph) -> None:
+    in_layer1 = g.find_ops(path="layer1.*")
+    assert in_layer1 and all(op.call.path.startswith("layer1.") for op in in_layer1)
+    assert len(g.find_ops("aten.convolution*", path="layer1.*")) == 10
+    assert len(g.find_ops("aten.convolution*", type="Bottleneck")) == 52
+    assert len(g.find_ops("aten.convolution*", type="Bottleneck", direct=True)) == 0
+    assert [op.call.path for op in g.find_ops(type="Linear")] == ["fc", "fc"]
+    relu_2 = g.find_ops(path="layer1.0.relu#2")
+    assert [op.target for op in relu_2] == ["aten.relu_.default", "aten.detach.default"]
+
+
+def test_calls_of_module_and_path(g: dt.Graph) -> None:
+    calls = g.calls_of(_MODEL.layer1[0].relu)
+    assert [(c.path, c.index) for c in calls] == [("layer1.0.relu", 0), ("layer1.0.relu", 1), ("layer1.0.relu", 2)]
+    assert g.calls_of("layer1.0.relu") == calls
+    assert g.calls_of(nn.ReLU()) == []
+    with pytest.raises(KeyError, match="no call of a module at path 'layer9'"):
+        g.calls_of("layer9")
+    assert len(g.find_calls(type="ReLU")) == 49
+    assert [c.path for c in g.find_calls("layer4.?")] == ["layer4.0", "layer4.1", "layer4.2"]
+    assert len(g.find_calls("layer1.*", type="Conv2d")) == 10
+
+
+def test_ops_between(g: dt.Graph) -> None:
+    between = g.ops_between("layer1.0.relu#2", "layer1.1")
+    assert between == []  # the bottleneck returns right after its last relu
+    ops = g.ops_between("layer1.0.downsample", "layer1.0.relu#2")
+    assert [op.target for op in ops] == ["aten.add_.Tensor"]  # the residual add, issued by the bottleneck
+    assert ops[0].call.path == "layer1.0"
+    both = g.ops_between("layer1.0.downsample", "layer1.0.relu#2", inclusive=True)
+    assert [op.short for op in both] == ["aten::convolution", "aten::empty", "aten::native_batch_norm",
+                                         "aten::add_", "aten::relu_", "aten::detach"]
+    assert both[0].call.path == "layer1.0.downsample.0"
+    whole = g.ops_between("conv1", "fc", inclusive=True)
+    assert whole == g.ops[span(g, "conv1").start:]
+    with pytest.raises(ValueError, match="give the earlier call first"):
+        g.ops_between("layer2", "layer1")
+    with pytest.raises(KeyError, match="called 3 times"):
+        resolve(g, "layer1.0.relu")
+
+
+def test_queries_on_a_loaded_capture(g: dt.Graph) -> None:
+    loaded = loads(dumps(g))
+    assert [op.name for op in loaded.find_ops("aten.add*", path="layer2.*")] == [
+        op.name for op in g.find_ops("aten.add*", path="layer2.*")]
+    assert len(loaded.calls_of("layer1.0.relu")) == 3
+    with pytest.raises(LookupError, match="ask by path instead"):
+        loaded.calls_of(_MODEL.layer1[0].relu)
