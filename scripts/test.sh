@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -m "slow or not slow" "$@"
+exec .venv/bin/python -m pytest -q -m "slow or not slow" "$@"
