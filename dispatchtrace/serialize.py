@@ -258,7 +258,9 @@ def loads(text: str, *, where: str = "the text") -> Graph:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        hint = " (the file looks truncated)" if e.pos >= len(text.rstrip()) - 1 else ""
+        stripped = text.strip()
+        truncated = stripped.startswith("{") and not stripped.endswith("}")
+        hint = " (it looks truncated)" if truncated else ""
         raise FormatError(f"{where} is not valid JSON{hint}: {e}; save the capture again with g.save(path)") from None
     return from_json(data, where=where)
 

@@ -1,0 +1,67 @@
+"""``dispatchtrace render trace.json -o out.svg --depth 2``: views and diagrams of a saved capture."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..graph import Graph
+from ..serialize import FormatError, load
+from .errors import ArgumentParser, CliError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="dispatchtrace render",
+        description="Show or draw a capture saved with g.save('trace.json') (or `dispatchtrace MODEL -o trace.json`); "
+        "no model and no torch tensors needed.",
+        epilog="examples: dispatchtrace render trace.json -o out.svg --depth 2 | dispatchtrace render trace.json --summary",
+    )
+    p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
+    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
+                   help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
+    p.add_argument("--depth", type=_depth, default=None, metavar="N",
+                   help="module calls down to depth N (the model's call is 0; default: all)")
+    p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
+    p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
+    p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    return p
+
+
+def run(argv: Sequence[str]) -> int:
+    """Entry point of ``dispatchtrace render``; returns the exit status."""
+    args = parser().parse_args(list(argv))
+    graph = read(args.trace)
+    if args.summary:
+        print(graph.summary(args.depth))
+    if (not args.output and not args.summary) or args.tree:
+        print(graph.tree(args.depth, ops=args.ops))
+    for out in args.output:
+        from .trace import write
+
+        write(graph, out, depth=args.depth, ops=args.ops)
+        print(f"wrote {out}", file=sys.stderr if args.tree or args.summary else sys.stdout)
+    return 0
+
+
+def read(path: str) -> Graph:
+    """A saved capture; a missing, foreign, damaged or newer file becomes a one-line ``CliError``."""
+    if not Path(path).is_file():
+        raise CliError(f"no such file: {path} (save a capture with g.save('{Path(path).name}'))")
+    try:
+        return load(path)
+    except FormatError as e:
+        raise CliError(str(e)) from e
+
+
+def _depth(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {n}")
+    return n

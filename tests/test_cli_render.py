@@ -1,0 +1,80 @@
+"""``dispatchtrace render``: a saved capture drawn, printed and summarized without the model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+
+import dispatchtrace as dt
+from dispatchtrace.cli import main
+from dispatchtrace.cli.render import run
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dt.Graph]:
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64)
+    with dt.capture(model) as g:
+        model(x)
+    path = tmp_path_factory.mktemp("cli") / "trace.json"
+    g.save(path)
+    return path, g
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+def test_render_svg_depth_2(trace: tuple[Path, dt.Graph], tmp_path: Path) -> None:
+    path, g = trace
+    out = tmp_path / "out.svg"
+    assert run([str(path), "-o", str(out), "--depth", "2"]) == 0
+    svg = out.read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert "layer1.0" in svg
+
+
+def test_render_dot_equals_live_graph(trace: tuple[Path, dt.Graph], tmp_path: Path) -> None:
+    path, g = trace
+    out = tmp_path / "out.dot"
+    assert main(["render", str(path), "-o", str(out), "--depth", "2"]) == 0
+    assert out.read_text() == g.to_dot(2).source
+
+
+def test_prints_tree_and_summary(trace: tuple[Path, dt.Graph], capsys: pytest.CaptureFixture[str]) -> None:
+    path, g = trace
+    assert run([str(path), "--depth", "1"]) == 0
+    assert capsys.readouterr().out == str(g.tree(1)) + "\n"
+    assert run([str(path), "--summary", "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out == str(g.summary(1)) + "\n"
+    assert "11.7 M" in out and "MFLOPs" in out
+
+
+def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", str(tmp_path / "missing.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "dispatchtrace", "version": 99}))
+    assert main(["render", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "newer" in err
+    bad.write_text('{"format": "dispatchtrace", "vers')
+    assert main(["render", str(bad)]) == 2
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_console_script(trace: tuple[Path, dt.Graph], tmp_path: Path) -> None:
+    path, g = trace
+    script = Path(sys.executable).with_name("dispatchtrace")
+    if not script.exists():
+        pytest.skip("the dispatchtrace console script is not installed in this environment")
+    out = tmp_path / "t.txt"
+    proc = subprocess.run([str(script), "render", str(path), "-o", str(out), "--depth", "1"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text() == str(g.tree(1)) + "\n"
