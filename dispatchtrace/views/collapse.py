@@ -40,6 +40,9 @@ class Node:
     group: str | None = None
     outputs: tuple[TensorRef, ...] = ()
 
+    def __repr__(self) -> str:
+        return f"<Node {self.id} {self.kind} {self.label}>"
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Edge:
@@ -48,6 +51,9 @@ class Edge:
     src: Node
     dst: Node
     tensors: tuple[TensorRef, ...]
+
+    def __repr__(self) -> str:
+        return f"<Edge {self.src.name} -> {self.dst.name} {', '.join(t.label for t in self.tensors)}>"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -60,6 +66,9 @@ class Group:
     parent: str | None
     fold: int = 1
     calls: tuple[Call, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"<Group {self.id} {self.label}>"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -87,6 +96,10 @@ class CollapsedGraph:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+    def __repr__(self) -> str:
+        depth = "ops" if self.depth is None else self.depth
+        return f"<CollapsedGraph depth={depth}: {len(self.nodes)} nodes, {len(self.edges)} edges, {len(self.groups)} groups>"
 
     def __str__(self) -> str:
         lines = [f"{n.id} {n.kind} {n.label}" for n in self.nodes]
