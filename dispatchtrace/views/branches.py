@@ -28,7 +28,8 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
 
     ``edges`` go from a lower to a higher node; ``entry`` nodes also read the enclosing input,
     ``exit`` nodes are also read outside. Nodes fed only by nothing (weights, constants: no
-    entry, no predecessor) are placed just before the node that first consumes them. Returns
+    entry, no predecessor) are placed just before the node that first consumes them, or, when
+    nothing consumes them, before the next node in execution order. Returns
     ``None`` when the graph is not series-parallel.
 
     >>> decompose(4, [(0, 1), (2, 3), (1, 3)], entry=[0, 2])   # two paths joined at 3
@@ -51,20 +52,23 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
     free = [False] * n
     for v in range(n):
         free[v] = v not in ins and all(free[p] for p in preds[v])
-    anchor: list[int | None] = [None] * n
+    anchor = [n] * n  # n: the end of the top-level series
+    following = n  # the first node after v that reads the input (directly or not)
     for v in range(n - 1, -1, -1):
+        if free[v]:
+            found = [s if not free[s] else anchor[s] for s in succs[v]]
+            if found:
+                anchor[v] = min(found)
+            elif v in outs:  # read outside: a path of its own, as if fed by the entry
+                free[v] = False
+                ins.add(v)
+            else:  # read by nobody (scratch buffers): stays where it ran
+                anchor[v] = following
         if not free[v]:
-            continue
-        cands = [s if not free[s] else anchor[s] for s in succs[v]]
-        found = [c for c in cands if c is not None]
-        if found:
-            anchor[v] = min(found)
-        else:  # feeds nothing that reads the input: an ordinary node fed by the entry
-            free[v] = False
-            ins.add(v)
+            following = v
     keep = [v for v in range(n) if not free[v]]
     if not keep:
-        return ()
+        return tuple(range(n))
     for v in keep:
         if not any(not free[p] for p in preds[v]):
             ins.add(v)
@@ -76,19 +80,25 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
     before: dict[int, list[int]] = {}
     for v in range(n):
         if free[v]:
-            before.setdefault(anchor[v], []).append(v)  # type: ignore[arg-type]
-    return _place(body, before)
+            before.setdefault(anchor[v], []).append(v)
+    return _place(body, before) + tuple(before.get(n, ()))
 
 
 def _place(series: Series, before: dict[int, list[int]]) -> Series:
     out: list[Item] = []
     for item in series:
         if isinstance(item, Par):
-            out.append(Par(tuple(_place(b, before) for b in item.branches), item.skip))
+            branches = sorted((_place(b, before) for b in item.branches), key=_first)
+            out.append(Par(tuple(branches), item.skip))
         else:
             out.extend(before.get(item, ()))
             out.append(item)
     return tuple(out)
+
+
+def _first(series: Series) -> int:
+    head = series[0]
+    return head if isinstance(head, int) else min(_first(b) for b in head.branches)
 
 
 def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[int]], ins: set[int], outs: set[int]) -> Series | None:

@@ -1,0 +1,70 @@
+"""Series-parallel decomposition on small hand-made DAGs."""
+
+import pytest
+
+from dispatchtrace.views.branches import Par, decompose
+
+
+def test_chain_is_a_series():
+    assert decompose(3, [(0, 1), (1, 2)], entry=[0]) == (0, 1, 2)
+
+
+def test_two_paths_join():
+    # 0-1 and 2-3 both read the input, 4 joins them, 5 follows
+    got = decompose(6, [(0, 1), (2, 3), (1, 4), (3, 4), (4, 5)], entry=[0, 2])
+    assert got == (Par(((0, 1), (2, 3))), 4, 5)
+
+
+def test_skip_path_is_marked():
+    # residual: 0-1-2 and the input itself join at 3
+    got = decompose(4, [(0, 1), (1, 2), (2, 3)], entry=[0, 3])
+    assert got == (Par(((0, 1, 2),), skip=True), 3)
+    assert got[0].width == 2
+
+
+def test_nested_parallel_inside_a_branch():
+    # attention-like: (q, k) -> qk -> softmax, in parallel with v, joined at av
+    q, k, v, qk, sm, av = range(6)
+    got = decompose(6, [(q, qk), (k, qk), (qk, sm), (sm, av), (v, av)], entry=[q, k, v])
+    assert got == (Par(((Par(((q,), (k,))), qk, sm), (v,))), av)
+
+
+def test_outputs_without_a_join_end_in_parallel():
+    assert decompose(2, [], entry=[0, 1], exit=[0, 1]) == (Par(((0,), (1,))),)
+
+
+def test_bridge_is_not_series_parallel():
+    assert decompose(4, [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)], entry=[0]) is None
+
+
+def test_dense_connections_are_not_series_parallel():
+    # DenseNet block: layer k reads the input and every earlier layer; a concat reads all
+    n = 5
+    edges = [(a, b) for b in range(n) for a in range(b)]
+    assert decompose(n, edges, entry=range(n)) is None
+
+
+def test_weight_only_nodes_sit_before_their_consumer():
+    # 0 = aten::t(weight) reads no activation; 1 = addmm(input, 0)
+    assert decompose(2, [(0, 1)], entry=[1]) == (0, 1)
+    # a chain of them too, and they go into the branch of their consumer
+    got = decompose(5, [(0, 1), (1, 3), (2, 4), (3, 4)], entry=[2, 3])
+    assert got == (Par(((0, 1, 3), (2,))), 4)
+
+
+def test_nodes_fed_by_nothing_and_feeding_nothing_are_kept():
+    assert decompose(1, []) == (0,)
+    assert decompose(0, []) == ()
+
+
+def test_backward_edges_are_refused():
+    with pytest.raises(ValueError, match="execution order"):
+        decompose(2, [(1, 0)])
+
+
+def test_nodes_nobody_reads_stay_where_they_ran():
+    # 1 = a scratch buffer (reads nothing, read by nothing) between 0 and 2
+    assert decompose(3, [(0, 2)], entry=[0]) == (0, 1, 2)
+    assert decompose(3, [(0, 1)], entry=[0]) == (0, 1, 2)
+    # unless it is read outside: then it is an output path of its own
+    assert decompose(2, [], entry=[0], exit=[0, 1]) == (Par(((0,), (1,))),)

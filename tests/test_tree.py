@@ -1,0 +1,245 @@
+"""The nested tree view: golden text, branch structure, fallback, noise, notebooks."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torchvision
+
+import dispatchtrace as dt
+from dispatchtrace.models import CoolCNN
+from dispatchtrace.views.tree import Tree, TreeNode
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"
+
+
+def golden(name: str, text: str) -> None:
+    """Compare with ``tests/golden/<name>``; ``DISPATCHTRACE_UPDATE_GOLDEN=1`` rewrites it."""
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
+    assert path.exists(), f"{path} is missing; create it with DISPATCHTRACE_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text + "\n" == path.read_text(encoding="utf-8")
+
+
+def run(model: nn.Module, *inputs: torch.Tensor, train: bool = False) -> dt.Graph:
+    model.train(train)
+    with torch.set_grad_enabled(train), dt.capture(model) as g:
+        model(*inputs)
+    return g
+
+
+def texts(node: TreeNode) -> list[str]:
+    return [c.text for c in node.children]
+
+
+@pytest.fixture(scope="module")
+def cool() -> dt.Graph:
+    torch.manual_seed(0)
+    return run(CoolCNN(), torch.randn(1, 3, 32, 32))
+
+
+@pytest.fixture(scope="module")
+def resnet50() -> dt.Graph:
+    return run(torchvision.models.resnet50(weights=None), torch.randn(1, 3, 64, 64))
+
+
+# ---- golden text -------------------------------------------------------------------------------
+
+def test_golden_coolcnn_depth1(cool):
+    golden("tree_coolcnn_depth1.txt", str(cool.tree(1)))
+
+
+def test_golden_coolcnn_depth1_ops(cool):
+    golden("tree_coolcnn_depth1_ops.txt", str(cool.tree(1, ops=True)))
+
+
+def test_golden_resnet18_depth3():
+    g = run(torchvision.models.resnet18(weights=None), torch.randn(1, 3, 64, 64))
+    golden("tree_resnet18_depth3.txt", str(g.tree(3)))
+
+
+def test_golden_bottleneck_with_downsample_ops():
+    block = torchvision.models.resnet50(weights=None).layer2[0]
+    g = run(block, torch.randn(1, 256, 16, 16))
+    golden("tree_bottleneck_ops.txt", str(g.tree(ops=True)))
+
+
+# ---- structure ---------------------------------------------------------------------------------
+
+def test_coolcnn_two_branches_then_merge(cool):
+    root = cool.tree(1).root
+    assert root.kind == "call" and root.call is cool.calls[0] and root.text == "CoolCNN"
+    par, *rest = root.children
+    assert par.kind == "parallel" and par.text == "2 parallel branches"
+    assert [b.kind for b in par.children] == ["branch", "branch"]
+    assert texts(par.children[0]) == ["initial_conv (Conv2d)", "aten::relu", "max_pool #0 (MaxPool2d)"]
+    assert texts(par.children[1]) == ["parallel_conv (Conv2d)", "aten::relu", "max_pool #1 (MaxPool2d)"]
+    assert [n.text for n in rest] == [
+        "aten::add", "aten::div", "secondary_conv (Conv2d)", "aten::relu", "max_pool #2 (MaxPool2d)",
+        "aten::view", "fully_connected1 (Linear)", "aten::relu", "output_layer (Linear)",
+    ]
+    assert rest[0].note == "joins 2 branches" and rest[0].op.short == "aten::add"
+    assert all(n.note == "" for n in rest[1:])
+    assert par.children[0].children[2].shape == "f32[1, 16, 16, 16]"
+    assert root.shape == "f32[1, 10]"
+
+
+def test_every_resnet50_bottleneck_shows_its_residual_branches(resnet50):
+    t = resnet50.tree(3)
+    blocks = [n for n in t.walk() if n.kind == "call" and n.call.type == "Bottleneck"]
+    assert len(blocks) == 16
+    for b in blocks:
+        par, add, relu = b.children
+        main, side = par.children
+        p = b.call.path
+        assert texts(main) == [f"{p}.conv1 (Conv2d)", f"{p}.bn1 (BatchNorm2d)", f"{p}.relu #0 (ReLU)",
+                               f"{p}.conv2 (Conv2d)", f"{p}.bn2 (BatchNorm2d)", f"{p}.relu #1 (ReLU)",
+                               f"{p}.conv3 (Conv2d)", f"{p}.bn3 (BatchNorm2d)"]
+        if p.endswith(".0"):  # first block of a stage: the identity path is the downsample
+            assert side.kind == "branch" and texts(side) == [f"{p}.downsample (Sequential)"]
+        else:
+            assert side.kind == "skip"
+        assert add.op.short == "aten::add_" and add.note == "joins 2 branches"
+        assert relu.text == f"{p}.relu #2 (ReLU)"
+
+
+def test_densenet_falls_back_to_call_order_with_reads():
+    g = run(torchvision.models.densenet121(weights=None), torch.randn(1, 3, 64, 64))
+    t = g.tree(3)
+    block = next(n for n in t.walk() if n.kind == "call" and n.call.path == "features.denseblock1")
+    assert [c.kind for c in block.children] == ["call"] * 6 + ["op"]
+    notes = [c.note for c in block.children]
+    assert notes[0] == "<- input"
+    assert notes[1] == "<- input, denselayer1"
+    assert notes[5] == "<- input, denselayer1, denselayer2, denselayer3, denselayer4, denselayer5"
+    cat = block.children[6]
+    assert cat.text.startswith("aten::cat %cat") and notes[6].endswith("denselayer5, denselayer6")
+    # the rest of DenseNet is series-parallel: features is a plain chain
+    features = next(n for n in t.walk() if n.kind == "call" and n.call.path == "features")
+    assert all(c.kind == "call" and c.note == "" for c in features.children)
+
+
+class Bridge(nn.Module):
+    """a reads x; b reads x and a; c reads a and b: the smallest graph that is not series-parallel."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Bilinear(4, 4, 4)
+        self.c = nn.Bilinear(4, 4, 4)
+
+    def forward(self, x):
+        a = self.a(x)
+        return self.c(a, self.b(x, a))
+
+
+def test_bridge_lists_reads_instead_of_branches():
+    g = run(Bridge(), torch.randn(2, 4))
+    assert [(c.text, c.note) for c in g.tree().root.children] == [
+        ("a (Linear)", "<- input"), ("b (Bilinear)", "<- input, a"), ("c (Bilinear)", "<- a, b"),
+    ]
+
+
+def test_modules_without_ops_pass_their_input_on():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(), nn.Identity(), nn.ReLU())
+    g = run(model, torch.randn(2, 4))
+    assert [(c.kind, c.text) for c in g.tree().root.children] == [
+        ("call", "0 (Linear)"), ("call", "1 (Dropout)"), ("call", "2 (Identity)"), ("call", "3 (ReLU)"),
+    ]
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.left, self.right = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = self.body(x)
+        return self.left(h), self.right(h)
+
+
+def test_outputs_that_never_join_end_in_branches():
+    root = run(TwoHeads(), torch.randn(1, 4)).tree().root
+    assert texts(root) == ["body (Linear)", "2 parallel branches"]
+    assert [texts(b) for b in root.children[1].children] == [["left (Linear)"], ["right (Linear)"]]
+    assert root.shape == "f32[1, 2], f32[1, 3]"
+
+
+def test_capture_with_code_outside_the_model_has_a_capture_root():
+    model, x = nn.Linear(4, 2), torch.randn(1, 4)
+    with torch.no_grad(), dt.capture(model) as g:
+        model(x * 2)
+    root = g.tree().root
+    assert root.text == "<capture>"
+    assert [c.text for c in root.children] == ["aten::mul", "Linear"]
+
+
+# ---- ops, depth, noise -------------------------------------------------------------------------
+
+def test_ops_true_full_depth_shows_every_op_once(resnet50):
+    shown = [n.op for n in resnet50.tree(ops=True).walk() if n.kind == "op"]
+    assert len(shown) == len(set(shown)) == len(resnet50.ops)
+    assert [op.index for op in sorted(shown, key=lambda o: o.index)] == list(range(len(resnet50.ops)))
+
+
+def test_ops_at_depth_limit_are_listed_flat(cool):
+    fc1 = next(n for n in cool.tree(1, ops=True).walk() if n.text == "fully_connected1 (Linear)")
+    assert [(c.kind, c.text) for c in fc1.children] == [("op", "aten::t"), ("op", "aten::addmm")]
+
+
+def test_weight_only_ops_sit_before_their_consumer_not_in_a_branch():
+    g = run(nn.Linear(4, 2), torch.randn(1, 4))
+    assert texts(g.tree(ops=True).root) == ["aten::t", "aten::addmm"]
+
+
+def test_depth_limits_the_tree(resnet50):
+    assert resnet50.tree(0).root.children == ()
+    assert all(not c.children for c in resnet50.tree(1).root.children)
+    deepest = max(n.call.depth for n in resnet50.tree(2).walk() if n.kind == "call")
+    assert deepest == 2
+    with pytest.raises(ValueError, match="depth must be"):
+        resnet50.tree(-1)
+
+
+def test_autograd_detach_is_hidden_unless_asked(cool):
+    torch.manual_seed(0)
+    g = run(CoolCNN(), torch.randn(1, 3, 32, 32), train=True)
+    assert any(op.short == "aten::detach" for op in g.ops)
+    assert str(g.tree(1)) == str(cool.tree(1))
+    shown = str(g.tree(1, noise="show"))
+    assert shown.count("aten::detach") == 4
+    with pytest.raises(ValueError, match="noise"):
+        g.tree(noise="yes")
+
+
+# ---- display -----------------------------------------------------------------------------------
+
+def test_tree_displays_in_notebooks(cool):
+    t = cool.tree(1)
+    assert isinstance(t, Tree)
+    html = t._repr_html_()
+    assert html.startswith("<pre") and "max_pool #2 (MaxPool2d)" in html and "<capture>" not in html
+
+    class P:
+        text_ = ""
+
+        def text(self, s):
+            self.text_ += s
+
+    p = P()
+    t._repr_pretty_(p, False)
+    assert p.text_ == str(t)
+    assert repr(t).startswith("<dispatchtrace.Tree 'CoolCNN'")
+    assert str(t).splitlines() == t.lines()
+
+
+def test_html_escapes_capture_root():
+    model, x = nn.Linear(4, 2), torch.randn(1, 4)
+    with torch.no_grad(), dt.capture(model) as g:
+        model(x + 1)
+    assert "&lt;capture&gt;" in g.tree()._repr_html_()
