@@ -72,7 +72,8 @@ def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
         n_ops = sum(1 for _ in node.call.all_ops())
         ins = ", ".join(r.label for r in node.call.inputs) or "()"
         outs = ", ".join(r.label for r in node.outputs) or "()"
-        return text(node.label, f"{ins} -> {outs}", f"{n_ops} ops per call")
+        count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
+        return text(node.label, f"{ins} -> {outs}", count)
     refs = [f"{r.ref}: {r.label} ({r.kind})" for r in node.outputs]
     return text(*refs) if refs else text(node.label)
 
