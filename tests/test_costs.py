@@ -192,3 +192,18 @@ def test_meta_and_fake_tensors() -> None:
 def test_itemsize() -> None:
     assert itemsize("float8_e4m3fn") == 1
     assert itemsize("complex64") == 8
+
+
+def test_llama_example_on_meta_matches_flop_counter_mode(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "llama_meta.py"
+    spec = importlib.util.spec_from_file_location("llama_meta", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "llama.md"
+    assert module.main(["--layers", "2", "--seq", "64", "--out", str(out)]) == 0  # 0: totals equal
+    text = out.read_text()
+    assert "| layers.1 |" in text and "(equal)" in text
