@@ -83,6 +83,8 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     return _Builder(graph, model, constants).build()
 
 
+_PRINTABLE = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.layout,
+                        torch.memory_format, slice, type(Ellipsis)})
 _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 
 
@@ -236,7 +238,16 @@ class _Builder:
             return self._node(value, reader)
         if type(value) is list or type(value) is tuple:
             return type(value)(self._arg(v, reader) for v in value)
-        return value
+        if type(value) in _PRINTABLE or isinstance(value, (int, float)):
+            return value
+        # an object fx cannot print as code (a torch.Generator, a script object): an attribute
+        key = ("object", str(id(value)))
+        node = self.external.get(key)
+        if node is None:
+            target = f"_object{sum(k[0] == 'object' for k in self.external)}"
+            setattr(self.root, target, value)
+            node = self.external[key] = self.fx.get_attr(target)
+        return node
 
     def _emit(self, op: Op) -> None:
         func = resolve_target(op.target)

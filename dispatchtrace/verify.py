@@ -87,12 +87,21 @@ def verify(model: nn.Module, *args: Any, **kwargs: Any) -> VerifyReport:
     if not isinstance(model, nn.Module):
         raise TypeError(f"verify needs an nn.Module (it names parameters through it), got {type(model).__name__}; "
                         f"wrap a function in a module whose forward calls it")
-    name = type(model).__name__
-    a1, k1 = _clone((args, kwargs))
+    a1, k1 = clone_tensors((args, kwargs))
     with capture(model) as g:
         eager = model(*a1, **k1)
-    expected = _unique_tensors(leaves(eager))
-    base = dict(model=name, ops=len(g.ops), calls=len(g.calls), outputs=len(expected), constants=0)
+    return check(g, model, eager, args, kwargs)
+
+
+def check(g: Graph, model: nn.Module, output: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> VerifyReport:
+    """``verify`` for a capture you already have: ``g`` recorded ``output = model(*args, **kwargs)``.
+
+    ``args`` and ``kwargs`` must hold the inputs as they were before that forward (pass clones
+    if it changed them in place); they are cloned again for every run.
+    """
+    kwargs = kwargs or {}
+    expected = _unique_tensors(leaves(output))
+    base = dict(model=type(model).__name__, ops=len(g.ops), calls=len(g.calls), outputs=len(expected), constants=0)
 
     constants = _constant_values(g, model, args, kwargs)
     base["constants"] = len(constants)
@@ -100,7 +109,7 @@ def verify(model: nn.Module, *args: Any, **kwargs: Any) -> VerifyReport:
         gm = to_fx(g, model, constants=constants)
     except ReplayError as exc:
         return VerifyReport(**base, ok=False, error=f"cannot build the replay: {exc}")
-    a2, k2 = _clone((args, kwargs))
+    a2, k2 = clone_tensors((args, kwargs))
     flat = _unique_tensors(leaves(a2))
     if len(flat) != len(g.inputs):
         return VerifyReport(**base, ok=False, error=f"the forward's positional arguments hold {len(flat)} tensors "
@@ -131,8 +140,16 @@ def verify(model: nn.Module, *args: Any, **kwargs: Any) -> VerifyReport:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def _clone(value: Any) -> Any:
-    return pytree.tree_map_only(torch.Tensor, lambda t: t.detach().clone(), value)
+def clone_tensors(value: Any) -> Any:
+    """Clones of every tensor in ``value``; a tensor passed twice stays one tensor."""
+    memo: dict[int, torch.Tensor] = {}
+
+    def one(t: torch.Tensor) -> torch.Tensor:
+        if id(t) not in memo:
+            memo[id(t)] = t.detach().clone()
+        return memo[id(t)]
+
+    return pytree.tree_map_only(torch.Tensor, one, value)
 
 
 def _unique_tensors(found: Any) -> list[torch.Tensor]:
@@ -174,7 +191,7 @@ class _Probe(TorchDispatchMode):
 
 
 def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool]) -> _Probe:
-    a, k = _clone((args, kwargs))
+    a, k = clone_tensors((args, kwargs))
     with _Probe(on_op) as probe:
         model(*a, **k)
     return probe
@@ -243,7 +260,7 @@ class _Recording(fx.Interpreter):
 
 
 def _locate(g: Graph, gm: fx.GraphModule, model: nn.Module, args: Any, kwargs: Any) -> Mismatch | None:
-    a, _ = _clone((args, kwargs))
+    a, _ = clone_tensors((args, kwargs))
     rec = _Recording(gm)
     try:
         rec.run(*_unique_tensors(leaves(a)))
