@@ -1,0 +1,191 @@
+"""The command line: end to end in subprocesses, and every error path as one line."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from dispatchtrace import cli
+from dispatchtrace.cli.errors import CliError
+from dispatchtrace.cli.models import load_model, parse_dtype, parse_inputs, parse_shape
+
+ROOT = Path(__file__).resolve().parents[1]
+EXE = Path(sys.executable).with_name("dispatchtrace")
+
+BROKEN = textwrap.dedent(
+    """
+    import torch.nn as nn
+
+    class Broken(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            y = self.fc(x)
+            raise RuntimeError("kaboom in forward\\nsecond line")
+
+    class Tiny(nn.Module):
+        input_shape = (2, 4)
+
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x).relu()
+
+    def make_tiny():
+        return Tiny()
+
+    NOT_A_MODEL = 3
+    """
+)
+
+
+@pytest.fixture
+def netfile(tmp_path: Path) -> Path:
+    path = tmp_path / "nets.py"
+    path.write_text(BROKEN)
+    return path
+
+
+def sh(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    cmd = [str(EXE), *args] if EXE.exists() else [sys.executable, "-m", "dispatchtrace", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def one_line_error(r: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("dispatchtrace: error: ")
+    for n in needles:
+        assert n in lines[0]
+
+
+# ---- subprocesses: the installed command and python -m -----------------------------------------
+
+def test_python_m_prints_the_tree():
+    r = subprocess.run([sys.executable, "-m", "dispatchtrace", "coolcnn", "--depth", "1"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "CoolCNN  f32[1, 10]"
+    assert lines[1] == "├── 2 parallel branches"
+    assert "├── aten::add  f32[1, 16, 16, 16]  (joins 2 branches)" in lines
+
+
+def test_writes_svg_and_txt(tmp_path):
+    svg, txt = tmp_path / "x.svg", tmp_path / "sub" / "x.txt"
+    r = sh("coolcnn", "-o", str(svg), "-o", str(txt), "--depth", "1")
+    assert r.returncode == 0, r.stderr
+    assert svg.read_text().lstrip().startswith("<?xml") and "</svg>" in svg.read_text()
+    assert txt.read_text().startswith("CoolCNN  f32[1, 10]\n├── 2 parallel branches")
+    assert r.stdout.splitlines() == [f"wrote {svg}", f"wrote {txt}"]
+
+
+def test_bad_model_name_is_one_line():
+    one_line_error(sh("resnet5"), "unknown model 'resnet5'", "resnet50")
+
+
+def test_forward_that_raises_is_one_line(netfile):
+    one_line_error(sh(f"{netfile}:Broken", "--input", "1x4"), "RuntimeError", "kaboom in forward", "1x4")
+
+
+def test_debug_shows_the_traceback():
+    r = sh("coolcnn", "--input", "1x3xq", "--debug")
+    assert r.returncode != 0 and "Traceback" in r.stderr and "CliError" in r.stderr
+
+
+# ---- in-process: the same main(), every error path ---------------------------------------------
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["resnet18", "--input", "1x3xa"], ["malformed input shape '1x3xa'"]),
+        (["missing/file.py:Net"], ["cannot read missing/file.py"]),
+        (["no_such_package_xyz.mod:make"], ["cannot import 'no_such_package_xyz.mod'"]),
+        (["dispatchtrace.models:Nope"], ["has no attribute 'Nope'", "CoolCNN"]),
+        (["coolcnn", "--dtype", "float99"], ["unknown dtype 'float99'"]),
+        (["coolcnn", "--depth", "-1"], ["--depth", ">= 0"]),
+        (["coolcnn", "-o", "x.bmp"], ["cannot tell the format", ".svg"]),
+        (["coolcnn", "--bogus"], ["unrecognized arguments: --bogus"]),
+        ([], ["MODEL"]),
+        (["model.py"], ["model.py:ClassName"]),
+        (["coolcnn", "--input", "1x3x8x8"], ["forward pass of coolcnn", "1x3x8x8"]),
+    ],
+)
+def test_errors_are_one_line(argv, needles, capsys):
+    assert cli.main(argv) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dispatchtrace: error: ")
+    for n in needles:
+        assert n in err
+
+
+def test_file_model_errors(netfile, capsys):
+    assert cli.main([f"{netfile}:NOT_A_MODEL"]) == 2
+    assert "is a int, not an nn.Module class" in capsys.readouterr().err
+    bad = netfile.with_name("bad.py")
+    bad.write_text("def broken(:\n")
+    assert cli.main([f"{bad}:Net"]) == 2
+    assert "syntax error on line 1" in capsys.readouterr().err
+    unreadable = netfile.with_name("dir.py")
+    unreadable.mkdir()
+    assert cli.main([f"{unreadable}:Net"]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_file_factory_and_input_shape_attribute(netfile, capsys):
+    assert cli.main([f"{netfile}:make_tiny"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["Tiny  f32[2, 3]", "├── fc (Linear)  f32[2, 3]", "└── aten::relu  f32[2, 3]"]
+
+
+def test_package_factory_ops_and_depth(capsys):
+    assert cli.main(["dispatchtrace.models:CoolCNN", "--depth", "1", "--ops"]) == 0
+    out = capsys.readouterr().out
+    assert "│   │   │   └── aten::convolution  f32[1, 16, 32, 32]" in out
+
+
+def test_meta_device_runs_without_data(capsys):
+    assert cli.main(["resnet18", "--device", "meta", "--depth", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ResNet  f32[1, 1000]" and "├── layer1 (Sequential)  f32[1, 64, 56, 56]" in out
+
+
+def test_missing_subcommand_is_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, "nosuchcommand"))
+    assert cli.main(["nosuchcommand", "x"]) == 2
+    assert capsys.readouterr().err == "dispatchtrace: error: the 'nosuchcommand' command is not available in this version of dispatchtrace\n"
+
+
+# ---- the reusable API ----------------------------------------------------------------------------
+
+def test_load_model_forms(netfile):
+    assert type(load_model("resnet18")).__name__ == "ResNet"
+    assert type(load_model("CoolCNN")).__name__ == "CoolCNN"
+    assert type(load_model(f"{netfile}:Tiny")).__name__ == "Tiny"
+    m = load_model("coolcnn", device="meta")
+    assert not m.training and all(p.device.type == "meta" for p in m.parameters())
+    with pytest.raises(CliError, match="did you mean"):
+        load_model("vit_b_61")
+
+
+def test_parse_helpers():
+    assert parse_shape(" 1X3x4 ") == (1, 3, 4)
+    for bad in ("", "x", "1x-2", "1.5x2"):
+        with pytest.raises(CliError, match="malformed input shape"):
+            parse_shape(bad)
+    assert parse_dtype("bf16") is torch.bfloat16
+    ints = parse_inputs(["3x5"], dtype="int64")[0]
+    assert ints.dtype == torch.int64 and ints.min() >= 0 and ints.max() <= 1
+    assert parse_inputs(["2"], dtype=torch.bool)[0].dtype == torch.bool
+    assert parse_inputs(["2x2"], device="meta")[0].is_meta
+    assert parse_inputs(model=load_model("coolcnn"))[0].shape == (1, 3, 32, 32)
+    assert parse_inputs()[0].shape == (1, 3, 224, 224)
