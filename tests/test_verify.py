@@ -107,3 +107,42 @@ def test_a_capture_that_cannot_be_replayed_says_why() -> None:
 def test_verify_needs_a_module() -> None:
     with pytest.raises(TypeError, match="needs an nn.Module"):
         dt.verify(torch.relu, torch.ones(2))  # type: ignore[arg-type]
+
+
+def test_the_verify_command_prints_the_report(capsys: pytest.CaptureFixture[str]) -> None:
+    from dispatchtrace.cli import main
+
+    assert main(["verify", "resnet18", "--input", "1x3x32x32"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("resnet18: ") and out.rstrip().endswith("1 output: replay ok (max abs diff 0)")
+
+
+def test_the_verify_command_fails_with_the_first_differing_op(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    from dispatchtrace.cli import main
+
+    source = tmp_path / "hidden.py"
+    source.write_text(
+        "import torch\n"
+        "class Net(torch.nn.Module):\n"
+        "    input_shape = (2, 4)\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = torch.nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n"
+        "        y = self.lin(x)\n"
+        "        y.numpy()[:] = 0.0\n"
+        "        return y.relu()\n"
+    )
+    assert main(["verify", f"{source}:Net"]) == 1
+    out = capsys.readouterr().out
+    assert "replay FAILED" in out
+    assert "first differing op: %relu = aten.relu.default in Net at hidden.py:10 in Net.forward: return y.relu()" in out
+    assert "module path: (the model)" in out
+
+
+def test_the_verify_command_reports_a_bad_input_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from dispatchtrace.cli import main
+
+    assert main(["verify", "resnet18", "--input", "1x3x64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dispatchtrace: error: the forward pass of resnet18 on input 1x3x64 raised RuntimeError")

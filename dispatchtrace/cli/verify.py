@@ -1,0 +1,50 @@
+"""``dispatchtrace verify MODEL``: capture one forward, replay it as ATen ops, print the comparison."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Sequence
+
+import torch
+
+from ..verify import verify
+from .errors import ArgumentParser, CliError
+from .models import load_model, parse_inputs
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="dispatchtrace verify",
+        description="Capture one forward pass (under torch.no_grad), rebuild it as a torch.fx graph of the "
+        "captured ATen ops, run that on the same inputs and compare. Exit status 0 when the replay reproduces "
+        "every output, 1 when it does not (the report names the first op that differs).",
+        epilog="examples: dispatchtrace verify resnet50 --input 1x3x224x224 | dispatchtrace verify coolcnn",
+    )
+    p.add_argument("model", metavar="MODEL",
+                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
+    p.add_argument("-i", "--input", action="append", default=[], metavar="SHAPE",
+                   help="input shape such as 1x3x224x224; repeat for several inputs (default: the model's input_shape, else 1x3x224x224)")
+    p.add_argument("--dtype", default="float32", help="input dtype (default float32; integer dtypes give small random ints)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"],
+                   help="where the model and inputs live; on meta only shapes and dtypes are compared")
+    p.add_argument("--seed", type=int, default=0, help="seed for the model's initial weights and the random inputs (default 0)")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+    return p
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    torch.manual_seed(args.seed)
+    model = load_model(args.model, device=args.device)
+    inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
+    try:
+        with torch.no_grad():
+            report = verify(model, *inputs)
+    except Exception as e:
+        shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise CliError(f"the forward pass of {args.model} on input {shapes} raised {type(e).__name__}: {text}"
+                       " (check --input and --dtype)") from e
+    print(dataclasses.replace(report, model=args.model))
+    return 0 if report else 1
