@@ -189,3 +189,27 @@ def test_parse_helpers():
     assert parse_inputs(["2x2"], device="meta")[0].is_meta
     assert parse_inputs(model=load_model("coolcnn"))[0].shape == (1, 3, 32, 32)
     assert parse_inputs()[0].shape == (1, 3, 224, 224)
+
+
+# ---- demo ------------------------------------------------------------------------------------------
+
+def test_demo_writes_diagrams_and_trees(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert cli.main(["demo", str(out)]) == 0
+    printed = capsys.readouterr()
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted([
+        "coolcnn.txt", "coolcnn_ops.txt", "coolcnn.svg", "coolcnn.pdf",
+        "resnet50.txt", "resnet50_relu_calls.txt", "resnet50.svg", "resnet50.pdf",
+        "resnet50_bottlenecks.svg", "resnet50_bottlenecks.pdf",
+    ])
+    for name in names:
+        assert f"{out / name}  (" in printed.out
+    assert "wrote 10 files" in printed.err
+    for stem in ("coolcnn", "resnet50", "resnet50_bottlenecks"):
+        assert (out / f"{stem}.svg").read_text().rstrip().endswith("</svg>")
+        assert (out / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+    assert (out / "coolcnn.txt").read_text().splitlines()[1] == "├── 2 parallel branches"
+    relus = (out / "resnet50_relu_calls.txt").read_text().splitlines()
+    assert relus[0] == "49 ReLU calls" and len(relus) == 50 and relus[-1].split()[1:3] == ["layer4.2.relu", "#2"]
+    assert (out / "resnet50.txt").read_text().count("(joins 2 branches)") == 16
