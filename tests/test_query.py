@@ -79,3 +79,13 @@ def test_queries_on_a_loaded_capture(g: dt.Graph) -> None:
     assert len(loaded.calls_of("layer1.0.relu")) == 3
     with pytest.raises(LookupError, match="ask by path instead"):
         loaded.calls_of(_MODEL.layer1[0].relu)
+
+
+def test_docs_inspection_examples_run() -> None:
+    import doctest
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "docs" / "inspection.md"
+    result = doctest.testfile(str(path), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    assert result.attempted > 15
+    assert result.failed == 0
