@@ -157,14 +157,20 @@ def _to(device: Device, value: Any) -> Any:
     return pytree.tree_map_only(torch.Tensor, lambda t: t.to(device), value)
 
 
-def run(spec: Spec, device: Device, *, replay: bool = True) -> Row:
-    """Build ``spec`` on ``device``, run the four checks; never raises for the model's sake."""
+def run(spec: Spec, device: Device, *, replay: bool = True, repeat: int = 1) -> Row:
+    """Build ``spec`` on ``device``, run the four checks; never raises for the model's sake.
+
+    Times are the best of ``repeat`` runs (plain: of ``repeat + 1``, the first warms caches).
+    """
     row = Row(spec.name, device, note=spec.note)
     torch.manual_seed(0)
     place = torch.device("meta") if device == "meta" else contextlib.nullcontext()
     grad = torch.no_grad() if spec.no_grad else contextlib.nullcontext()
-    with place:
-        model = spec.build().eval()
+    try:
+        with place:
+            model = spec.build().eval()
+    except Exception:  # noqa: BLE001 - some builders compute sizes with tensors (RegNet): build, then move
+        model = spec.build().eval().to(device)
     args, kwargs = _to(device, spec.inputs())
     with place, grad:
         # the first forward warms caches some models fill once (MultiScaleRoIAlign's scales):
@@ -177,14 +183,18 @@ def run(spec: Spec, device: Device, *, replay: bool = True) -> Row:
             text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
             row.unsupported = f"{type(exc).__name__}: {text}"
             return row
-        t0 = time.perf_counter()
-        model(*args, **kwargs)
-        row.plain_s = min(first, time.perf_counter() - t0)
+        row.plain_s = first
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            model(*args, **kwargs)
+            row.plain_s = min(row.plain_s, time.perf_counter() - t0)
         before = clone_tensors((args, kwargs))
-        t0 = time.perf_counter()
-        with dt.capture(model) as g:
-            out = model(*args, **kwargs)
-        row.capture_s = time.perf_counter() - t0
+        row.capture_s = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            with dt.capture(model) as g:
+                out = model(*args, **kwargs)
+            row.capture_s = min(row.capture_s, time.perf_counter() - t0)
         hooks, count = hooked_forward(model, args, kwargs)
         row.ops, row.calls = len(g.ops), len(g.calls)
         paths = [c.path for c in g.calls]

@@ -24,6 +24,29 @@ class ReplayError(RuntimeError):
     """The capture cannot be turned into a graph that runs; the message says which tensor or op."""
 
 
+class AmbiguousRead(ReplayError):
+    """An op reads one of several look-alike outputs of a multi-output op and the record cannot say which."""
+
+
+def ref_leaves(args: Any, kwargs: Mapping[str, Any] | None = None) -> list[TensorRef]:
+    """The ``TensorRef`` leaves of recorded op arguments, in the order ``tensor_leaves`` walks live ones.
+
+    ``origins`` keys (op index, position) count positions in this list.
+    """
+    out: list[TensorRef] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, TensorRef):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    walk(list(args))
+    walk(list((kwargs or {}).values()))
+    return out
+
+
 def tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
     """The tensors of an op result, flattened as capture flattens them (``None`` dropped).
 
@@ -56,7 +79,8 @@ def resolve_target(target: str) -> Any:
         ) from exc
 
 
-def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
+def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error",
+          origins: Mapping[tuple[int, int], int] | None = None) -> fx.GraphModule:
     """A ``GraphModule`` that re-runs the captured ATen ops, in order, on new inputs.
 
     Its placeholders are ``graph.inputs`` in capture order; it reads parameters and buffers
@@ -70,6 +94,13 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     ``constants="inputs"`` turns them into extra placeholders after the inputs. The placeholder
     order is in ``gm.meta["dispatchtrace_inputs"]``.
 
+    One read the record cannot resolve: after an in-place write to storage shared by several
+    same-shaped outputs of one op (``chunk``, ``unbind``; GRU and LSTM cells do this), a later
+    read of one of them does not say which (``AmbiguousRead``). ``origins`` answers it:
+    ``{(op index, tensor-argument position): output index}``, position counted over
+    ``ref_leaves(op.args, op.kwargs)``, op index ``-1`` for ``graph.outputs``; ``dt.verify``
+    fills it from an eager run.
+
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
     >>> with dt.capture(lin) as g:
@@ -80,7 +111,7 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     >>> gm.meta["dispatchtrace_inputs"]
     ['input']
     """
-    return _Builder(graph, model, constants).build()
+    return _Builder(graph, model, constants, origins or {}).build()
 
 
 _PRINTABLE = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -98,8 +129,10 @@ def _ident(name: str) -> str:
 class _Builder:
     """One ``to_fx`` call: walks the ops once, mapping every tensor ref to the node that holds it."""
 
-    def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants) -> None:
+    def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants,
+                 origins: Mapping[tuple[int, int], int]) -> None:
         self.g = graph
+        self.origins = origins
         self.model = model
         self.constants = constants
         self.fx = fx.Graph()
@@ -226,11 +259,16 @@ class _Builder:
         same = [o for o in outs if o.storage == ref.storage and o.shape == ref.shape and o.dtype == ref.dtype]
         if len(same) == 1:
             return self.env[same[0].id]
+        flat = ref_leaves(reader.args, reader.kwargs) if reader else self.g.outputs
+        position = next((p for p, r in enumerate(flat) if r is ref), None)
+        j = self.origins.get((reader.index if reader else -1, position)) if position is not None else None
+        if j is not None and j < len(outs) and outs[j] in same:
+            return self.env[outs[j].id]
         where = f"%{reader.name} in {reader.call.label}" if reader else "the capture's outputs"
-        raise ReplayError(
+        raise AmbiguousRead(
             f"{where} reads {ref!r}, one of {len(same)} look-alike outputs of %{producer.name} "
             f"({producer.target}) after their shared storage was written in place; the record does not say "
-            f"which one, so replay cannot choose (a known capture limitation)"
+            f"which one, so replay cannot choose (a known capture limitation); pass `origins` (dt.verify does)"
         )
 
     def _arg(self, value: Any, reader: Op) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -15,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .capture import capture
 from .graph import Graph
-from .replay import ReplayError, tensor_leaves, to_fx
+from .replay import AmbiguousRead, ReplayError, ref_leaves, tensor_leaves, to_fx
 from .structure import leaves
 
 _graph_task_id = torch._C._current_graph_task_id
@@ -49,6 +50,7 @@ class VerifyReport:
     outputs: int
     constants: int
     ok: bool
+    resolved: bool = False
     max_diff: float | None = None
     mismatch: Mismatch | None = None
     error: str | None = None
@@ -60,6 +62,8 @@ class VerifyReport:
         head = f"{self.model}: {self.ops} ops, {self.calls} calls, {self.outputs} output{'s' * (self.outputs != 1)}"
         if self.constants:
             head += f", {self.constants} constants taken from the eager run"
+        if self.resolved:
+            head += ", look-alike reads resolved from the eager run"
         if self.ok:
             diff = f" (max abs diff {self.max_diff:.3g})" if self.max_diff is not None else " (shapes and dtypes only)"
             return f"{head}: replay ok{diff}"
@@ -106,7 +110,12 @@ def check(g: Graph, model: nn.Module, output: Any, args: tuple[Any, ...] = (), k
     constants = _constant_values(g, model, args, kwargs)
     base["constants"] = len(constants)
     try:
-        gm = to_fx(g, model, constants=constants)
+        try:
+            gm = to_fx(g, model, constants=constants)
+        except AmbiguousRead:
+            origins = _origins(model, args, kwargs)
+            gm = to_fx(g, model, constants=constants, origins=origins)
+            base["resolved"] = True
     except ReplayError as exc:
         return VerifyReport(**base, ok=False, error=f"cannot build the replay: {exc}")
     a2, k2 = clone_tensors((args, kwargs))
@@ -197,12 +206,40 @@ def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool])
     return probe
 
 
+def _origins(model: nn.Module, args: Any, kwargs: Any) -> dict[tuple[int, int], int]:
+    """For each tensor argument of each op (and each output), which output of its latest producer it is."""
+    latest: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
+    origins: dict[tuple[int, int], int] = {}
+
+    def find(t: torch.Tensor) -> int | None:
+        entry = latest.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
+
+    def on_op(i: int, func: Any, a: tuple[Any, ...], k: dict[str, Any], out: Any) -> bool:
+        for p, t in enumerate(tensor_leaves((list(a), list(k.values())))):
+            j = find(t)
+            if j is not None:
+                origins[(i, p)] = j
+        for j, t in enumerate(tensor_leaves(out)):
+            latest[id(t)] = (weakref.ref(t), j)
+        return False
+
+    a, k = clone_tensors((args, kwargs))
+    with _Probe(on_op):
+        output = model(*a, **k)
+    for p, t in enumerate(_unique_tensors(leaves(output))):
+        j = find(t)
+        if j is not None:
+            origins[(-1, p)] = j
+    return origins
+
+
 def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any) -> dict[str, torch.Tensor]:
     """Values of the capture's constants (keyword tensors, ``torch.tensor(...)`` in forward), from an eager run."""
     wanted: dict[int, list[tuple[int, str]]] = {}
     seen: set[str] = set()
     for op in g.ops:
-        flat = _ref_leaves(op.args, op.kwargs)
+        flat = ref_leaves(op.args, op.kwargs)
         for pos, ref in enumerate(flat):
             if ref.producer is None and ref.kind == "constant" and ref.name not in seen:
                 seen.add(ref.name)
@@ -219,24 +256,6 @@ def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any) -> dict
 
     _probe(model, args, kwargs, on_op)
     return values
-
-
-def _ref_leaves(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """The ``TensorRef`` leaves of recorded op args, in the order ``tensor_leaves`` walks live ones."""
-    from .tensors import TensorRef
-
-    out: list[Any] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, TensorRef):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
-
-    walk(list(args))
-    walk(list(kwargs.values()))
-    return out
 
 
 class _Recording(fx.Interpreter):

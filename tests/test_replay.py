@@ -10,7 +10,7 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.replay import ReplayError, resolve_target, tensor_leaves
+from dispatchtrace.replay import AmbiguousRead, ReplayError, resolve_target, tensor_leaves
 
 
 def _aten_targets(gm: torch.fx.GraphModule) -> list[str]:
@@ -129,11 +129,17 @@ def test_look_alike_outputs_after_a_shared_write_are_refused_not_guessed() -> No
             y.add_(1)
             return a - 2 * b
 
-    model = Ambiguous()
+    model, x = Ambiguous(), torch.randn(4, 3)
     with dt.capture(model) as g:
-        model(torch.randn(4, 3))
-    with pytest.raises(ReplayError, match=r"one of 2 look-alike outputs of %split"):
+        y = model(x)
+    assert [op.name for op in g.ops] == ["mul", "split", "add_", "mul_1", "sub"]
+    with pytest.raises(AmbiguousRead, match=r"%mul_1 in Ambiguous reads .* one of 2 look-alike outputs of %split"):
         g.to_fx(model)
+    # origins says which output each ambiguous read is: (op index, tensor position) -> output index
+    gm = g.to_fx(model, origins={(3, 0): 1, (4, 0): 0})
+    torch.testing.assert_close(gm(x)[0], y)
+    swapped = g.to_fx(model, origins={(3, 0): 0, (4, 0): 1})
+    assert not torch.allclose(swapped(x)[0], y)
 
 
 def test_replay_refuses_a_capture_still_recording() -> None:

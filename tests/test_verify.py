@@ -90,18 +90,32 @@ def test_meta_tensors_compare_shapes_only() -> None:
     assert str(report).endswith("replay ok (shapes and dtypes only)")
 
 
-def test_a_capture_that_cannot_be_replayed_says_why() -> None:
+def test_look_alike_reads_are_resolved_from_an_eager_run() -> None:
     class Ambiguous(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = x * 1
             a, b = y.chunk(2)
             y.add_(1)
-            return a - b
+            return a - 2 * b
 
     report = dt.verify(Ambiguous(), torch.randn(4, 3))
+    assert report and report.resolved, str(report)
+    assert "look-alike reads resolved from the eager run: replay ok" in str(report)
+
+
+def test_a_capture_that_cannot_be_replayed_says_why() -> None:
+    class Unregistered(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.__dict__["hidden"] = nn.Linear(3, 3)  # used in forward, not a submodule
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.hidden(x)
+
+    report = dt.verify(Unregistered(), torch.randn(2, 3))
     assert not report
     assert report.error is not None and report.error.startswith("cannot build the replay: ")
-    assert "look-alike outputs of %split" in report.error
+    assert "parameter Linear.weight (f32[3, 3], not in the model passed to to_fx)" in report.error
 
 
 def test_verify_needs_a_module() -> None:
