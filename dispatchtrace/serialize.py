@@ -147,6 +147,15 @@ def _record(obj: Any) -> Any:
     return {"$record": name, "fields": {k: _value(v) for k, v in fields.items()}}
 
 
+def _key(record: Any) -> Any:
+    """Equal records share one table entry; unhashable ones are kept apart by identity."""
+    try:
+        hash(record)
+    except TypeError:
+        return ("id", id(record))
+    return ("value", record)
+
+
 def _unrecord(data: Any) -> Any:
     if data is None:
         return None
@@ -194,6 +203,8 @@ def to_json(graph: Graph) -> dict[str, Any]:
                 scan(x)
 
     ops = []
+    sources: list[Any] = []
+    source_ix: dict[Any, int] = {}
     for op in graph.ops:
         scan(op.args)
         scan(op.kwargs)
@@ -207,7 +218,11 @@ def to_json(graph: Graph) -> dict[str, Any]:
             entry["phase"] = op.phase
         source = getattr(op, "source", None)
         if source is not None:
-            entry["source"] = _record(source)
+            key = _key(source)
+            if key not in source_ix:
+                source_ix[key] = len(sources)
+                sources.append(_record(source))
+            entry["source"] = source_ix[key]
         ops.append(entry)
 
     call_entries = []
@@ -230,7 +245,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "format": FORMAT, "version": VERSION, "dispatchtrace": __version__, "torch": torch.__version__,
         "complete": graph.complete,
         "error": None if error is None else {"type": type(error).__name__, "message": str(error)},
-        "tensors": tensors, "calls": call_entries, "ops": ops,
+        "tensors": tensors, "calls": call_entries, "ops": ops, "sources": sources,
         "backward_ops": [[op.name, op.target] for op in graph.backward_ops],
         "inputs": graph_inputs, "outputs": graph_outputs,
         "params": {"total": params["total"], "calls": [list(params["calls"][i]) for i in range(len(calls))]},
@@ -301,6 +316,7 @@ def _build(data: dict[str, Any]) -> Graph:
         calls.append(call)
     ops = [Op(i, o["name"], o["target"], calls[o["call"]], (), {}, (), phase=o.get("phase", "forward"))
            for i, o in enumerate(data["ops"])]
+    sources = [_unrecord(r) for r in data.get("sources", [])]
     refs: dict[int, TensorRef] = {}
     for rid, shape, dtype, device, storage, version, producer, kind, name in data["tensors"]:
         refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
@@ -317,8 +333,8 @@ def _build(data: dict[str, Any]) -> Graph:
             p.users.append(op)
         if o.get("source") is not None:
             try:
-                op.source = _unrecord(o["source"])  # type: ignore[attr-defined]
-            except AttributeError:  # this Op has no source field
+                op.source = sources[o["source"]]
+            except AttributeError:  # an Op without a source field
                 pass
     for call, c in zip(calls, data["calls"]):
         call.inputs = tuple(refs[r] for r in c["inputs"])
