@@ -213,3 +213,12 @@ def test_demo_writes_diagrams_and_trees(tmp_path, capsys):
     relus = (out / "resnet50_relu_calls.txt").read_text().splitlines()
     assert relus[0] == "49 ReLU calls" and len(relus) == 50 and relus[-1].split()[1:3] == ["layer4.2.relu", "#2"]
     assert (out / "resnet50.txt").read_text().count("(joins 2 branches)") == 16
+
+
+def test_missing_dot_is_one_line_and_text_still_works(tmp_path):
+    txt, svg = tmp_path / "t.txt", tmp_path / "t.svg"
+    r = subprocess.run([sys.executable, "-m", "dispatchtrace", "coolcnn", "-o", str(txt), "-o", str(svg)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env={"PATH": ""})
+    one_line_error(r, "`dot` program was not found", "apt-get install graphviz")
+    assert "DotNotFoundError" not in r.stderr and "--debug" not in r.stderr
+    assert txt.read_text().startswith("CoolCNN") and not svg.exists()

@@ -12,7 +12,7 @@ import torch
 from ..graph import Graph
 from ..models import CoolCNN
 from .errors import ArgumentParser, CliError
-from .trace import trace
+from .trace import trace, write
 
 DEFAULT_DIR = "demo-out"
 
@@ -49,7 +49,7 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
     save(out / "coolcnn.txt", "CoolCNN call tree: two parallel branches joined by add, div", lambda p: _text(p, g.tree(1)))
     save(out / "coolcnn_ops.txt", "the same tree with the ATen ops inside each call", lambda p: _text(p, g.tree(1, ops=True)))
     for fmt in ("svg", "pdf"):
-        save(out / f"coolcnn.{fmt}", "CoolCNN data-flow diagram", lambda p: g.render(p, 1))
+        save(out / f"coolcnn.{fmt}", "CoolCNN data-flow diagram", lambda p: write(g, p, depth=1))
 
     import torchvision
 
@@ -58,9 +58,9 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
     save(out / "resnet50.txt", "ResNet-50 call tree down to each Bottleneck's residual branches", lambda p: _text(p, g.tree(3)))
     save(out / "resnet50_relu_calls.txt", "all 49 ReLU calls of ResNet-50, in order", lambda p: _text(p, relu_calls(g)))
     for fmt in ("svg", "pdf"):
-        save(out / f"resnet50.{fmt}", "ResNet-50 diagram, one box per Bottleneck", lambda p: g.render(p, 2))
+        save(out / f"resnet50.{fmt}", "ResNet-50 diagram, one box per Bottleneck", lambda p: write(g, p, depth=2))
     for fmt in ("svg", "pdf"):
-        save(out / f"resnet50_bottlenecks.{fmt}", "ResNet-50 with every Bottleneck opened", lambda p: g.render(p, 3))
+        save(out / f"resnet50_bottlenecks.{fmt}", "ResNet-50 with every Bottleneck opened", lambda p: write(g, p, depth=3))
     return written
 
 

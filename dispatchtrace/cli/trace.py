@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"],
                    help="where the model and inputs live; meta runs with no data and no weight memory")
     p.add_argument("--depth", type=_depth, default=None, metavar="N",
-                   help="show module calls down to depth N (the model's call is 0; default: all)")
+                   help="open module calls down to depth N (the model's call is 0); default: all for the tree, a readable depth for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                    help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
@@ -79,7 +79,12 @@ def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(str(graph.tree(depth, ops=ops)) + "\n", encoding="utf-8")
         return path
-    return graph.render(path, depth if depth is not None else ("ops" if ops else None))
+    from ..render.files import DotFailedError, DotNotFoundError
+
+    try:
+        return graph.render(path, depth if depth is not None else ("ops" if ops else None))
+    except (DotNotFoundError, DotFailedError) as e:  # their messages already say what to do
+        raise CliError(str(e)) from e
 
 
 def check_outputs(paths: Sequence[str]) -> None:
