@@ -33,7 +33,7 @@ def test_resnet_calls_prints_all_49_relu_calls_in_order(tmp_path):
     assert calls[0] == ["relu", "#0"]
     assert calls[1:4] == [["layer1.0.relu", "#0"], ["layer1.0.relu", "#1"], ["layer1.0.relu", "#2"]]
     assert calls[-1] == ["layer4.2.relu", "#2"]
-    blocks = [f"layer{s}.{b}.relu" for s, n in zip((1, 2, 3, 4), (3, 4, 6, 3)) for b in range(n)]
+    blocks = [f"layer{s}.{b}.relu" for s, n in zip((1, 2, 3, 4), (3, 4, 6, 3), strict=True) for b in range(n)]
     assert [c for c, _ in calls[1:]] == [p for p in blocks for _ in range(3)]
     assert lines[1].endswith("f32[1, 64, 112, 112]") and lines[4].endswith("f32[1, 256, 56, 56]")
 

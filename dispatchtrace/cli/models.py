@@ -7,8 +7,9 @@ import difflib
 import importlib
 import importlib.util
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn as nn

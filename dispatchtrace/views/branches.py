@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable, Union
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +19,7 @@ class Par:
         return len(self.branches) + int(self.skip)
 
 
-Item = Union[int, Par]
+Item = int | Par
 Series = tuple[Item, ...]
 
 
@@ -135,7 +135,7 @@ def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
         return _parallel(nodes, preds, succs, ins, outs, skip=False, whole=True)
     out: list[Item] = []
     bounds: list[int | None] = [None, *cuts, None]
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in zip(bounds, bounds[1:], strict=False):
         lo = -1 if a is None else pos[a]
         hi = n if b is None else pos[b]
         seg = nodes[lo + 1 : hi]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal, Union
+from typing import Any, Literal
 
 from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
@@ -110,7 +111,7 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     return Tree(_Builder(depth, ops, noise == "show").call(root))
 
 
-Child = Union[Call, Op]
+Child = Call | Op
 
 
 class _Builder:
