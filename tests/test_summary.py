@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import torch
 import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
+from dispatchtrace.models import CoolCNN
 from dispatchtrace.views.summary import human
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"
+
+
+def golden(name: str, text: str) -> None:
+    """Compare with ``tests/golden/<name>``; ``DISPATCHTRACE_UPDATE_GOLDEN=1`` rewrites it."""
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text + "\n", encoding="utf-8")
+    assert path.exists(), f"{path} is missing; create it with DISPATCHTRACE_UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text + "\n" == path.read_text(encoding="utf-8"), f"{name} changed; rerun with DISPATCHTRACE_UPDATE_GOLDEN=1 if on purpose"
+
+
+def test_golden_coolcnn_summary() -> None:
+    model = CoolCNN().eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.no_grad(), dt.capture(model) as g:
+        model(x)
+    table = g.summary()
+    golden("summary_coolcnn.txt", str(table))
+    pools = [r for r in table.rows() if r["type"] == "MaxPool2d"]
+    assert [r["label"] for r in pools] == ["max_pool#0", "max_pool#1", "max_pool#2"]
+
+
+def test_golden_resnet18_summary_depth_2_markdown() -> None:
+    model = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 224, 224)
+    with torch.no_grad(), dt.capture(model) as g:
+        model(x)
+    golden("summary_resnet18_depth2.md", g.summary(depth=2).markdown())
 
 
 _MODEL = torchvision.models.resnet50(weights=None).eval()  # alive: parameter counts need the module
