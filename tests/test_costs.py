@@ -213,3 +213,26 @@ def test_llama_example_on_meta_matches_flop_counter_mode(tmp_path) -> None:  # t
     assert module.main(["--layers", "2", "--seq", "64", "--out", str(out)]) == 0  # 0: totals equal
     text = out.read_text()
     assert "| layers.1 |" in text and "(equal)" in text
+
+
+def test_formulas_registered_with_torch_are_used() -> None:
+    # torch has no formula for the CPU flash-attention kernel; registering one (torch's own API)
+    # changes FlopCounterMode and dispatchtrace alike
+    from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_flop_count
+
+    packet = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    model, x = Attention(), torch.randn(2, 16, 32)
+    before, g = _both(model, x)
+    sdpa = next(op for op in g.ops if op.target.startswith("aten._scaled_dot_product_flash_attention_for_cpu"))
+    assert op_flops(sdpa) is None
+    try:
+        @register_flop_formula(packet)
+        def _cpu_flash(q, k, v, *args, out_shape=None, **kwargs):  # type: ignore[no-untyped-def]
+            return sdpa_flop_count(q, k, v)
+
+        after, g2 = _both(model, x)
+        sdpa = next(op for op in g2.ops if op.target.startswith("aten._scaled_dot_product_flash_attention_for_cpu"))
+        assert op_flops(sdpa) == 2 * 2 * (2 * 4 * 16 * 16 * 8)
+        assert total_flops(g2) == after == before + op_flops(sdpa)
+    finally:
+        flop_registry.pop(packet, None)
