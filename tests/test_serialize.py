@@ -188,3 +188,21 @@ def test_render_json_writes_a_loadable_capture(tmp_path: Path) -> None:
         model(torch.ones(1, 3, 8, 8))
     g.render(tmp_path / "c.json")
     assert str(load(tmp_path / "c.json")) == str(g)
+
+
+def test_every_field_of_the_data_model_is_saved() -> None:
+    # a new field on Op / Call / TensorRef / Graph must be added to serialize.py (and docs/format.md)
+    from dataclasses import fields
+
+    saved = {
+        Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view",
+             "producers", "users", "phase", "source"},
+        Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat", "_module"},
+        TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name"},
+    }
+    for cls, known in saved.items():
+        new = {f.name for f in fields(cls)} - known
+        assert not new, f"serialize.py does not save {cls.__name__}.{sorted(new)}; extend it and docs/format.md"
+    graph_attrs = set(vars(Graph()))
+    assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "backward_ops", "error", "complete"}, (
+        f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'backward_ops', 'error', 'complete'})}")
