@@ -236,3 +236,12 @@ def test_formulas_registered_with_torch_are_used() -> None:
         assert total_flops(g2) == after == before + op_flops(sdpa)
     finally:
         flop_registry.pop(packet, None)
+
+
+def test_a_formula_that_cannot_read_the_arguments_gives_none() -> None:
+    lin, x = nn.Linear(4, 2), torch.ones(3, 4)
+    with dt.capture(lin) as g:
+        lin(x)
+    addmm = g.op("addmm")
+    addmm.args = (addmm.args[0], "not a tensor", addmm.args[2])  # as a damaged or foreign file could give
+    assert op_flops(addmm) is None

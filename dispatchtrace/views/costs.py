@@ -160,7 +160,10 @@ def op_flops(op: Op) -> int | None:
         if formula is not None:
             outs = tuple(_standin(o) for o in op.outputs)
             out = outs[0] if len(outs) == 1 else (outs or None)
-            return int(formula(*args, **kwargs, out_val=out))
+            try:
+                return int(formula(*args, **kwargs, out_val=out))
+            except Exception:  # arguments the formula cannot read (e.g. from an older file): unknown
+                return None
         if _decomposable(overload):
             return _decomposed_flops(overload, op)
     except _Symbolic:

@@ -109,6 +109,9 @@ class Summary:
             lines.append("  ".join(parts).rstrip())
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return str(self)
+
     def markdown(self) -> str:
         """The same table as GitHub markdown."""
         cells = self._cells(indent=False)
