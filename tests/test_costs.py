@@ -245,3 +245,29 @@ def test_a_formula_that_cannot_read_the_arguments_gives_none() -> None:
     addmm = g.op("addmm")
     addmm.args = (addmm.args[0], "not a tensor", addmm.args[2])  # as a damaged or foreign file could give
     assert op_flops(addmm) is None
+
+
+def test_gpu_attention_kernels_on_fake_cuda_tensors() -> None:
+    # the CUDA attention kernels (formulas in torch's registry, one of them "raw") counted without a GPU
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    aten = torch.ops.aten
+    with FakeTensorMode():
+        try:
+            q = torch.empty(2, 8, 128, 64, device="cuda", dtype=torch.float16)
+        except Exception as e:  # a torch build without CUDA support
+            pytest.skip(f"fake CUDA tensors unavailable: {e}")
+        kv = torch.empty(2, 8, 256, 64, device="cuda", dtype=torch.float16)
+        kernels = {
+            "aten._scaled_dot_product_flash_attention.default": lambda: aten._scaled_dot_product_flash_attention(q, kv, kv, is_causal=True),
+            "aten._scaled_dot_product_efficient_attention.default": lambda: aten._scaled_dot_product_efficient_attention(q, kv, kv, None, False),
+            "aten._flash_attention_forward.default": lambda: aten._flash_attention_forward(
+                q.transpose(1, 2), kv.transpose(1, 2), kv.transpose(1, 2), None, None, 128, 256, 0.0, True, False),
+        }
+        for target, run in kernels.items():
+            with FlopCounterMode(display=False) as counter:
+                run()
+            with dt.capture() as g:
+                run()
+            op = next(op for op in g.ops if op.target == target)
+            assert op_flops(op) == counter.get_total_flops() == 2 * (2 * 2 * 8 * 128 * 256 * 64), target
