@@ -2,7 +2,7 @@
 
 import pytest
 
-from dispatchtrace.views.branches import Par, decompose
+from dispatchtrace.views.branches import Par, Tangle, decompose
 
 
 def test_chain_is_a_series():
@@ -33,15 +33,31 @@ def test_outputs_without_a_join_end_in_parallel():
     assert decompose(2, [], entry=[0, 1], exit=[0, 1]) == (Par(((0,), (1,))),)
 
 
-def test_bridge_is_not_series_parallel():
-    assert decompose(4, [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)], entry=[0]) is None
+def test_bridge_is_a_tangle_joined_by_its_last_node():
+    # 0 forks to 1 and 2, 1 also feeds 2, both feed 3: not series-parallel between 0 and 3
+    assert decompose(4, [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)], entry=[0]) == (0, Tangle((1, 2, 3)))
+    # with no single entry node, the whole graph is the tangle
+    assert decompose(3, [(0, 1), (0, 2), (1, 2)], entry=[0, 1]) == (Tangle((0, 1, 2)),)
 
 
-def test_dense_connections_are_not_series_parallel():
-    # DenseNet block: layer k reads the input and every earlier layer; a concat reads all
+def test_tangle_stays_local_inside_a_series():
+    # 0 -> bridge(1, 2) -> 3 -> (4 | 5) -> 6
+    edges = [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3), (3, 4), (3, 5), (4, 6), (5, 6)]
+    assert decompose(7, edges, entry=[0]) == (0, Tangle((1, 2, 3)), Par(((4,), (5,))), 6)
+
+
+def test_tangled_branch_next_to_a_clean_one():
+    # input -> branch A: bridge 0,1,2 ; branch B: 3 ; both join at 4
+    edges = [(0, 1), (0, 2), (1, 2), (2, 4), (3, 4)]
+    got = decompose(5, edges, entry=[0, 1, 3])
+    assert got == (Par(((Tangle((0, 1, 2)),), (3,))), 4)
+
+
+def test_dense_connections_are_one_tangle_with_their_concat():
+    # DenseNet block: layer k reads the input and every earlier layer; a concat (4) reads all
     n = 5
     edges = [(a, b) for b in range(n) for a in range(b)]
-    assert decompose(n, edges, entry=range(n)) is None
+    assert decompose(n, edges, entry=range(n)) == (Tangle((0, 1, 2, 3, 4)),)
 
 
 def test_weight_only_nodes_sit_before_their_consumer():

@@ -36,24 +36,37 @@ def load_model(spec: str, *, device: str = "cpu") -> nn.Module:
     Traceback (most recent call last):
     dispatchtrace.cli.errors.CliError: unknown model 'resnet5'; did you mean resnet50 ...MODEL is ...
     """
-    with _on(device):
-        if ":" in spec and not _is_drive(spec):
-            where, _, name = spec.rpartition(":")
-            if not where or not name:
-                raise CliError(f"malformed model spec {spec!r}: write {_FORMS}")
-            obj = _attribute(_module_from(where), name, where)
-            model = _build(obj, spec)
-        elif spec.endswith(".py"):
-            raise CliError(f"say which model in {spec} to build: {spec}:ClassName (or :function_name)")
-        elif spec.lower() in BUILTIN:
-            from .. import models
-
-            model = getattr(models, BUILTIN[spec.lower()])()
-        else:
-            model = _torchvision(spec)
-    if device == "meta" and any(p.device.type != "meta" for p in model.parameters()):
+    try:
+        with _on(device):
+            model = _load(spec)
+    except CliError:
+        raise
+    except Exception as e:
+        if device != "meta":
+            raise CliError(f"building {spec} raised {type(e).__name__}: {_first_line(e)}") from e
+        # some constructors compute with tensor data (torchvision's RegNet); build on cpu, then move
+        try:
+            model = _load(spec)
+        except Exception as e2:
+            raise CliError(f"building {spec} raised {type(e2).__name__}: {_first_line(e2)}") from e2
+    if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model = model.to("meta")
     return model.eval()
+
+
+def _load(spec: str) -> nn.Module:
+    if ":" in spec and not _is_drive(spec):
+        where, _, name = spec.rpartition(":")
+        if not where or not name:
+            raise CliError(f"malformed model spec {spec!r}: write {_FORMS}")
+        return _build(_attribute(_module_from(where), name, where), spec)
+    if spec.endswith(".py"):
+        raise CliError(f"say which model in {spec} to build: {spec}:ClassName (or :function_name)")
+    if spec.lower() in BUILTIN:
+        from .. import models
+
+        return getattr(models, BUILTIN[spec.lower()])()
+    return _torchvision(spec)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -19,25 +19,35 @@ class Par:
         return len(self.branches) + int(self.skip)
 
 
-Item = int | Par
+@dataclass(frozen=True, slots=True)
+class Tangle:
+    """Nodes whose flow is not series-parallel (a bridge, dense connections), in execution order.
+
+    When the block sits between two nodes of a series, the last node is the one that joins it.
+    """
+
+    nodes: tuple[int, ...]
+
+
+Item = int | Par | Tangle
 Series = tuple[Item, ...]
 
 
-def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] = (), exit: Iterable[int] = ()) -> Series | None:
+def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] = (), exit: Iterable[int] = ()) -> Series:
     """Nodes ``0..n-1`` (a topological order) as a series of nodes and parallel blocks.
 
     ``edges`` go from a lower to a higher node; ``entry`` nodes also read the enclosing input,
     ``exit`` nodes are also read outside. Nodes fed only by nothing (weights, constants: no
     entry, no predecessor) are placed just before the node that first consumes them, or, when
-    nothing consumes them, before the next node in execution order. Returns
-    ``None`` when the graph is not series-parallel.
+    nothing consumes them, before the next node in execution order. The smallest stretch of
+    the series that is not series-parallel becomes a ``Tangle`` listing its nodes in order.
 
     >>> decompose(4, [(0, 1), (2, 3), (1, 3)], entry=[0, 2])   # two paths joined at 3
     (Par(branches=((0, 1), (2,)), skip=False), 3)
     >>> decompose(3, [(0, 1), (1, 2)], entry=[0, 2])           # 0-1 with a skip, joined at 2
     (Par(branches=((0, 1),), skip=True), 2)
-    >>> decompose(4, [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)], entry=[0]) is None  # a bridge
-    True
+    >>> decompose(5, [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3), (3, 4)], entry=[0])  # 0, a bridge joined at 3, 4
+    (0, Tangle(nodes=(1, 2, 3)), 4)
     """
     preds: list[set[int]] = [set() for _ in range(n)]
     succs: list[set[int]] = [set() for _ in range(n)]
@@ -76,7 +86,7 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
     ksuccs = {v: {s for s in succs[v] if not free[s]} for v in keep}
     body = _series(keep, kpreds, ksuccs, ins, outs)
     if body is None:
-        return None
+        body = (Tangle(tuple(keep)),)
     before: dict[int, list[int]] = {}
     for v in range(n):
         if free[v]:
@@ -90,6 +100,8 @@ def _place(series: Series, before: dict[int, list[int]]) -> Series:
         if isinstance(item, Par):
             branches = sorted((_place(b, before) for b in item.branches), key=_first)
             out.append(Par(tuple(branches), item.skip))
+        elif isinstance(item, Tangle):
+            out.append(Tangle(tuple(w for v in item.nodes for w in (*before.get(v, ()), v))))
         else:
             out.extend(before.get(item, ()))
             out.append(item)
@@ -98,6 +110,8 @@ def _place(series: Series, before: dict[int, list[int]]) -> Series:
 
 def _first(series: Series) -> int:
     head = series[0]
+    if isinstance(head, Tangle):
+        return head.nodes[0]
     return head if isinstance(head, int) else min(_first(b) for b in head.branches)
 
 
@@ -147,8 +161,9 @@ def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
             else:
                 skip = to_dst(a)  # type: ignore[arg-type]
             block = _parallel(seg, preds, succs, ins, outs, skip=skip, whole=False)
-            if block is None:
-                return None
+            if block is None:  # not series-parallel between a and b: list it, join included
+                out.append(Tangle((*seg, *([] if b is None else [b]))))
+                continue
             out.extend(block)
         if b is not None:
             out.append(b)
@@ -163,7 +178,9 @@ def _parallel(seg: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
     for comp in comps:
         sub = _series(comp, preds, succs, ins, outs)
         if sub is None:
-            return None
+            if len(comps) == 1:  # one tangled path and a skip: list the stretch, join included
+                return None
+            sub = (Tangle(tuple(comp)),)
         branches.append(sub)
     return (Par(tuple(branches), skip),)
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
-from .branches import Par, Series, decompose
+from .branches import Par, Series, Tangle, decompose
 
 NodeKind = Literal["call", "op", "parallel", "branch", "skip"]
 Noise = Literal["hide", "show"]
@@ -94,9 +94,9 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
 
     Inside each call shown open, its sub-calls and its own ops are laid out along the data
     flow: independent paths that later join become sibling ``branch`` nodes, and the node after
-    them is marked ``joins N branches``. Where the flow is not series-parallel (DenseNet's
-    concatenations), the children stay in call order and each says what it reads
-    (``<- conv0, denselayer1``). A call with only ops inside is shown open only with
+    them is marked ``joins N branches``. The smallest stretch where the flow is not
+    series-parallel (DenseNet's concatenations) stays in call order, each node saying what it
+    reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with only ops inside is shown open only with
     ``ops=True``, which also lists the ops of the calls at ``depth``. ``noise="show"`` keeps
     the ``detach`` ops autograd adds that nothing reads.
     """
@@ -145,37 +145,49 @@ class _Builder:
         kids: list[Child] = [c for c in call.children if isinstance(c, Call) or self.keep(c)]
         flow = dataflow(call, kids, keep=self.keep)
         series = decompose(len(kids), flow.edges, entry=flow.entry, exit=flow.exit)
-        if series is not None:
-            return self.series(series, kids)
-        preds: dict[int, list[int]] = {}
-        for a, b in sorted(flow.edges):
-            preds.setdefault(b, []).append(a)
-        out = []
-        for i, kid in enumerate(kids):
-            reads = ["input"] if i in flow.entry else []
-            reads += [_ref_name(kids[a], call) for a in preds.get(i, [])]
-            out.append(self.node(kid, "<- " + ", ".join(reads) if reads else "", named=True))
-        return tuple(out)
+        return _Layout(self, call, kids, flow, named=_tangled(series)).series(series)
 
-    def series(self, series: Series, kids: list[Child]) -> tuple[TreeNode, ...]:
+
+class _Layout:
+    """Turns one call's decomposition into tree nodes."""
+
+    def __init__(self, builder: _Builder, call: Call, kids: list[Child], flow: Flow, *, named: bool) -> None:
+        self.builder, self.call, self.kids, self.flow, self.named = builder, call, kids, flow, named
+        self.preds: dict[int, list[int]] = {}
+        for a, b in sorted(flow.edges):
+            self.preds.setdefault(b, []).append(a)
+
+    def series(self, series: Series) -> tuple[TreeNode, ...]:
         out: list[TreeNode] = []
         join = 0
         for item in series:
             if isinstance(item, Par):
-                out.append(self.par(item, kids))
+                out.append(self.par(item))
                 join = item.width
+                continue
+            if isinstance(item, Tangle):
+                out.extend(self.builder.node(self.kids[i], self.reads(i), named=True) for i in item.nodes)
             else:
-                out.append(self.node(kids[item], f"joins {join} branches" if join else ""))
-                join = 0
+                out.append(self.builder.node(self.kids[item], f"joins {join} branches" if join else "", self.named))
+            join = 0
         return tuple(out)
 
-    def par(self, par: Par, kids: list[Child]) -> TreeNode:
-        branches = [
-            TreeNode("branch", f"branch {i + 1}", children=self.series(b, kids)) for i, b in enumerate(par.branches)
-        ]
+    def par(self, par: Par) -> TreeNode:
+        branches = [TreeNode("branch", f"branch {i + 1}", children=self.series(b)) for i, b in enumerate(par.branches)]
         if par.skip:
             branches.append(TreeNode("skip", f"branch {len(branches) + 1}: skip (no ops on this path)"))
         return TreeNode("parallel", f"{par.width} parallel branches", children=tuple(branches))
+
+    def reads(self, i: int) -> str:
+        """``<- input, conv0, %add_1``: what a node outside the branch structure reads."""
+        names = ["input"] if i in self.flow.entry else []
+        names += [_ref_name(self.kids[a], self.call) for a in self.preds.get(i, [])]
+        return "<- " + ", ".join(names) if names else ""
+
+
+def _tangled(series: Series) -> bool:
+    """Whether any stretch is listed with reads (then ops are named, so reads can point at them)."""
+    return any(isinstance(i, Tangle) or (isinstance(i, Par) and any(_tangled(b) for b in i.branches)) for i in series)
 
 
 @dataclass(frozen=True, slots=True)
