@@ -17,6 +17,7 @@ EXE = Path(sys.executable).with_name("dispatchtrace")
 
 BROKEN = textwrap.dedent(
     """
+    import torch
     import torch.nn as nn
 
     class Broken(nn.Module):
@@ -40,6 +41,15 @@ BROKEN = textwrap.dedent(
 
     def make_tiny():
         return Tiny()
+
+    class NeedsData(nn.Module):
+        def __init__(self):
+            super().__init__()
+            width = int(torch.tensor(4.0).item())  # cannot run on meta
+            self.fc = nn.Linear(width, 2)
+
+        def forward(self, x):
+            return self.fc(x)
 
     NOT_A_MODEL = 3
     """
@@ -175,6 +185,11 @@ def test_load_model_forms(netfile):
     assert not m.training and all(p.device.type == "meta" for p in m.parameters())
     with pytest.raises(CliError, match="did you mean"):
         load_model("vit_b_61")
+
+
+def test_meta_build_falls_back_to_cpu_then_moves(netfile):
+    m = load_model(f"{netfile}:NeedsData", device="meta")
+    assert m.fc.weight.is_meta and m.fc.in_features == 4
 
 
 def test_parse_helpers():
