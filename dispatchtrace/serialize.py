@@ -63,8 +63,6 @@ class Record:
 
 # ---- values --------------------------------------------------------------------------------
 
-_TORCH_TAGS = ("$dtype", "$device", "$layout", "$memory_format")
-
 
 def _value(v: Any) -> Any:
     """A recorded argument as JSON: tensors by ref id, torch enums and tuples tagged."""
@@ -321,7 +319,7 @@ def _build(data: dict[str, Any]) -> Graph:
     for rid, shape, dtype, device, storage, version, producer, kind, name in data["tensors"]:
         refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
                               None if producer is None else ops[producer], kind, name)
-    for op, o in zip(ops, data["ops"]):
+    for op, o in zip(ops, data["ops"], strict=True):
         op.args = tuple(_unvalue(a, refs) for a in o["args"])
         op.kwargs = {k: _unvalue(v, refs) for k, v in o["kwargs"].items()}
         op.inputs = tuple(refs[r] for r in o["inputs"])
@@ -336,7 +334,7 @@ def _build(data: dict[str, Any]) -> Graph:
                 op.source = sources[o["source"]]
             except AttributeError:  # an Op without a source field
                 pass
-    for call, c in zip(calls, data["calls"]):
+    for call, c in zip(calls, data["calls"], strict=True):
         call.inputs = tuple(refs[r] for r in c["inputs"])
         call.outputs = tuple(refs[r] for r in c["outputs"])
         for kind, ix in c["children"]:

@@ -30,10 +30,10 @@ def _same_structure(a: Graph, b: Graph) -> None:
     assert str(a) == str(b)
     assert [c.label for c in a.calls] == [c.label for c in b.calls]
     assert [(c.depth, c.repeat, c.index, c.type) for c in a.calls] == [(c.depth, c.repeat, c.index, c.type) for c in b.calls]
-    for x, y in zip([a.root, *a.calls], [b.root, *b.calls]):
+    for x, y in zip([a.root, *a.calls], [b.root, *b.calls], strict=True):
         assert [repr(ch) for ch in x.children] == [repr(ch) for ch in y.children]
         assert [r.ref for r in x.outputs] == [r.ref for r in y.outputs]
-    for x, y in zip(a.ops, b.ops):
+    for x, y in zip(a.ops, b.ops, strict=True):
         assert [u.name for u in x.users] == [u.name for u in y.users]
         assert [p.name for p in x.producers] == [p.name for p in y.producers]
         assert [repr(r) for r in x.inputs] == [repr(r) for r in y.inputs]
@@ -83,7 +83,7 @@ def test_args_with_torch_objects_and_odd_values_round_trip() -> None:
         z.add_(1)
     loaded = loads(dumps(g))
     assert str(loaded) == str(g)
-    for a, b in zip(g.ops, loaded.ops):
+    for a, b in zip(g.ops, loaded.ops, strict=True):
         assert a.args == tuple(b.args) or repr(a.args) == repr(b.args)
         assert {k: repr(v) for k, v in a.kwargs.items()} == {k: repr(v) for k, v in b.kwargs.items()}
     to = loaded.ops[0]

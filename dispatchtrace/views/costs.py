@@ -19,9 +19,10 @@ after the capture on shape-only stand-ins (meta tensors), so the total equals
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterable
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
@@ -86,7 +87,7 @@ class CallCost:
     self_params: int | None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _overload(target: str) -> Any:
     import torch
 

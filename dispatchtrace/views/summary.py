@@ -105,7 +105,7 @@ class Summary:
         lines = []
         for row in cells:
             parts = [c.rjust(w) if i in right else c.ljust(w)
-                     for i, (c, w) in enumerate(zip(row, widths))]
+                     for i, (c, w) in enumerate(zip(row, widths, strict=True))]
             lines.append("  ".join(parts).rstrip())
         return "\n".join(lines)
 
