@@ -196,9 +196,9 @@ def _build(obj: Any, spec: str) -> nn.Module:
     try:
         model = obj()
     except TypeError as e:
+        if "argument" not in str(e):
+            raise
         raise CliError(f"cannot build {spec} without arguments ({_first_line(e)}); point at a function that builds it") from e
-    except Exception as e:
-        raise CliError(f"building {spec} raised {type(e).__name__}: {_first_line(e)}") from e
     if not isinstance(model, nn.Module):
         raise CliError(f"{spec}() returned a {type(model).__name__}, not an nn.Module")
     return model
