@@ -1,0 +1,34 @@
+"""The README's Python blocks run, in order, and the tree it shows is the tree the code prints."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def _blocks(kind: str) -> list[str]:
+    return re.findall(rf"```{kind}\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_python_blocks_run_and_print_what_the_readme_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    printed = []
+    for block in _blocks("python"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        printed.append(out.getvalue())
+    assert (tmp_path / "resnet50.svg").read_text().lstrip().startswith("<?xml")
+    coolcnn_tree = next(t for t in _blocks("text") if t.startswith("CoolCNN"))
+    assert coolcnn_tree in printed
+    relu_calls = namespace["relu_calls"]
+    assert len(relu_calls) == 49  # type: ignore[arg-type]
+    assert [(c.path, c.index) for c in relu_calls[:4]] == [  # type: ignore[index]
+        ("relu", 0), ("layer1.0.relu", 0), ("layer1.0.relu", 1), ("layer1.0.relu", 2)]
