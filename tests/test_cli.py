@@ -128,6 +128,7 @@ def test_debug_shows_the_traceback():
         ([], ["MODEL"]),
         (["model.py"], ["model.py:ClassName"]),
         (["coolcnn", "--input", "1x3x8x8"], ["forward pass of coolcnn", "1x3x8x8"]),
+        (["coolcnn", "--at", "nope"], ["no module call labelled 'nope'"]),
     ],
 )
 def test_errors_are_one_line(argv, needles, capsys):
@@ -161,6 +162,14 @@ def test_package_factory_ops_and_depth(capsys):
     assert cli.main(["dispatchtrace.models:CoolCNN", "--depth", "1", "--ops"]) == 0
     out = capsys.readouterr().out
     assert "│   │   │   └── aten::convolution  f32[1, 16, 32, 32]" in out
+
+
+def test_tree_at_a_call(capsys):
+    assert cli.main(["coolcnn", "--at", "max_pool#2", "--ops"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "max_pool #2 (MaxPool2d)  f32[1, 32, 8, 8]",
+        "└── aten::max_pool2d_with_indices  f32[1, 32, 8, 8], i64[1, 32, 8, 8]",
+    ]
 
 
 def test_meta_device_runs_without_data(capsys):

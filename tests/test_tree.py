@@ -243,3 +243,15 @@ def test_html_escapes_capture_root():
     with torch.no_grad(), dt.capture(model) as g:
         model(x + 1)
     assert "&lt;capture&gt;" in g.tree()._repr_html_()
+
+
+def test_tree_at_a_call_counts_depth_from_it(resnet50):
+    t = resnet50.tree(1, at="layer2.0")
+    assert t.root.text == "layer2.0 (Bottleneck)"
+    par, add, relu = t.root.children
+    assert [c.text for c in par.children[1].children] == ["layer2.0.downsample (Sequential)"]
+    assert par.children[1].children[0].children == ()  # depth 1 from the Bottleneck: downsample closed
+    assert resnet50.tree(at="layer2.0.relu#2").root.text == "layer2.0.relu #2 (ReLU)"
+    assert resnet50.tree(at=resnet50.calls[3]).root.call is resnet50.calls[3]
+    with pytest.raises(ValueError, match="no module call labelled 'layer9'"):
+        resnet50.tree(at="layer9")

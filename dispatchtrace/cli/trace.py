@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,6 +35,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=_depth, default=None, metavar="N",
                    help="open module calls down to depth N (the model's call is 0); default: all for the tree, a readable depth for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
+    p.add_argument("--at", metavar="CALL", default=None,
+                   help="start the tree at this module call (layer1.0, layer1.0.relu#2); --depth counts from it")
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                    help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
     p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
@@ -48,9 +51,9 @@ def run(argv: Sequence[str]) -> int:
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     graph = trace(model, inputs, name=args.model)
     if not args.output or args.tree:
-        print(graph.tree(args.depth, ops=args.ops))
+        print(tree_of(graph, args.depth, ops=args.ops, at=args.at))
     for out in args.output:
-        write(graph, out, depth=args.depth, ops=args.ops)
+        write(graph, out, depth=args.depth, ops=args.ops, at=args.at)
         print(f"wrote {out}", file=sys.stderr if (not args.output or args.tree) else sys.stdout)
     return 0
 
@@ -68,8 +71,17 @@ def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str =
     return graph
 
 
-def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False) -> Path:
-    """Write one output file; ``.txt`` is the tree as printed, everything else goes to ``Graph.render``.
+def tree_of(graph: Graph, depth: int | None, *, ops: bool = False, at: str | None = None) -> Any:
+    """``graph.tree(...)`` with an unknown ``at`` label as a ``CliError``."""
+    try:
+        return graph.tree(depth, ops=ops, at=at)
+    except ValueError as e:
+        raise CliError(str(e)) from e
+
+
+def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False, at: str | None = None) -> Path:
+    """Write one output file; ``.txt`` is the tree as printed (``at`` applies to it only),
+    everything else goes to ``Graph.render``.
 
     Diagrams get ``depth`` when given, else the op-level graph with ``ops``, else the renderer's
     readable default.
@@ -77,7 +89,7 @@ def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool
     path = Path(path)
     if path.suffix.lower() == ".txt":
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(graph.tree(depth, ops=ops)) + "\n", encoding="utf-8")
+        path.write_text(f"{tree_of(graph, depth, ops=ops, at=at)}\n", encoding="utf-8")
         return path
     from ..render.files import DotFailedError, DotNotFoundError
 

@@ -89,26 +89,54 @@ def _draw(node: TreeNode, prefix: str, out: list[str]) -> None:
         _draw(child, prefix + ("    " if i == last else "│   "), out)
 
 
-def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: Noise = "hide") -> Tree:
+def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: Noise = "hide",
+         at: str | Call | None = None) -> Tree:
     """The calls of ``graph`` as a tree, down to ``depth`` (the model's call is depth 0).
 
     Inside each call shown open, its sub-calls and its own ops are laid out along the data
     flow: independent paths that later join become sibling ``branch`` nodes, and the node after
     them is marked ``joins N branches``. The smallest stretch where the flow is not
     series-parallel (DenseNet's concatenations) stays in call order, each node saying what it
-    reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with only ops inside is shown open only with
-    ``ops=True``, which also lists the ops of the calls at ``depth``. ``noise="show"`` keeps
-    the ``detach`` ops autograd adds that nothing reads.
+    reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with
+    only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
+    at ``depth``. ``noise="show"`` keeps the ``detach`` ops autograd adds that nothing reads.
+    ``at`` (a call or its label, ``"layer1.0"``, ``"layer1.0.relu#2"``) starts the tree there;
+    ``depth`` then counts from it.
     """
     if depth is not None and depth < 0:
         raise ValueError(f"depth must be None (everything) or >= 0 (0 = the model's call), not {depth}")
     if noise not in ("hide", "show"):
         raise ValueError(f"noise must be 'hide' or 'show', not {noise!r}")
-    root = graph.root
-    calls = [c for c in root.children if isinstance(c, Call)]
-    if len(calls) == 1 and len(root.children) == 1:
-        root = calls[0]
-    return Tree(_Builder(depth, ops, noise == "show").call(root))
+    if at is None:
+        root = graph.root
+        calls = [c for c in root.children if isinstance(c, Call)]
+        if len(calls) == 1 and len(root.children) == 1:
+            root = calls[0]
+        base = 0
+    else:
+        root = at if isinstance(at, Call) else find_call(graph, at)
+        base = root.depth
+    return Tree(_Builder(None if depth is None else base + depth, ops, noise == "show").call(root))
+
+
+def find_call(graph: Graph, label: str) -> Call:
+    """The call labelled ``label`` (``layer1.0.relu#2``), or the first call of the module at that path.
+
+    >>> import torch, dispatchtrace as dt
+    >>> net, x = torch.nn.Sequential(torch.nn.ReLU()), torch.ones(1)
+    >>> with dt.capture(net) as g:
+    ...     _ = net(net(x))
+    >>> find_call(g, "0#1").index, find_call(g, "0").index
+    (1, 0)
+    """
+    for call in graph.calls:
+        if call.label == label or f"{call.path}#{call.index}" == label:
+            return call
+    for call in graph.calls:
+        if call.path == label:
+            return call
+    sample = ", ".join(c.label for c in graph.calls[1:4]) or "none were captured"
+    raise ValueError(f"no module call labelled {label!r}; labels are dotted paths with #N for repeated calls ({sample}, ...)")
 
 
 Child = Call | Op
