@@ -36,6 +36,9 @@ def main(out: str = "transformer.svg") -> None:
         model(tokens)
 
     print(g.tree(depth=3))
+    # inside one attention call, at op level: the q, k and v paths, joined by the attention op
+    print()
+    print(g.tree(at="encoder.layers.0.self_attn", ops=True))
     layers = [c for c in g.calls if c.type == "TransformerEncoderLayer"]
     print(f"\n{len(layers)} encoder layer calls, {len(g.ops)} ATen ops in all")
     try:

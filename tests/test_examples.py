@@ -44,4 +44,7 @@ def test_transformer_shows_residual_branches_per_layer(tmp_path):
     assert out.count("(joins 2 branches)") == 6  # two residual adds in each of 3 layers
     assert out.count("branch 2: skip (no ops on this path)") == 6
     assert "3 encoder layer calls" in out
+    attn = out[out.index("\nencoder.layers.0.self_attn (MultiheadAttention)"):]
+    assert "├── 3 parallel branches" in attn  # q, k, v
+    assert "aten::_scaled_dot_product" in attn and "(joins 3 branches)" in attn
     assert (tmp_path / "t.svg").read_text().rstrip().endswith("</svg>")
