@@ -56,6 +56,7 @@ def test_resnet50_round_trip(resnet: tuple[nn.Module, Graph], tmp_path: Path) ->
     assert str(loaded.tree(depth=2)) == str(g.tree(depth=2))
     assert str(loaded.tree()) == str(g.tree())
     assert loaded.to_dot(depth=2).source == g.to_dot(depth=2).source
+    assert str(loaded.collapse(2)) == str(g.collapse(2)) and str(loaded.collapse(1)) == str(g.collapse(1))
     assert dumps(loaded) == dumps(g)  # saving a loaded capture writes the same file
     assert all(c.module is None for c in loaded.calls)
 
