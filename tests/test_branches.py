@@ -84,3 +84,10 @@ def test_nodes_nobody_reads_stay_where_they_ran():
     assert decompose(3, [(0, 1)], entry=[0]) == (0, 1, 2)
     # unless it is read outside: then it is an output path of its own
     assert decompose(2, [], entry=[0], exit=[0, 1]) == (Par(((0,), (1,))),)
+
+
+def test_dead_ends_are_paths_to_the_end_not_joins():
+    # two independent nodes reading the input: no join, even though 1 comes after 0
+    assert decompose(2, [], entry=[0, 1]) == (Par(((0,), (1,))),)
+    # 0 -> 1 (read by nobody) and 0 -> 2 -> 3: 1 is a branch that ends, 3 does not join it
+    assert decompose(4, [(0, 1), (0, 2), (2, 3)], entry=[0]) == (0, Par(((1,), (2, 3))))

@@ -255,3 +255,13 @@ def test_tree_at_a_call_counts_depth_from_it(resnet50):
     assert resnet50.tree(at=resnet50.calls[3]).root.call is resnet50.calls[3]
     with pytest.raises(ValueError, match="no module call labelled 'layer9'"):
         resnet50.tree(at="layer9")
+
+
+def test_a_model_called_twice_on_the_same_input_gives_two_branches():
+    lin, x = nn.Linear(4, 4), torch.randn(1, 4)
+    with torch.no_grad(), dt.capture(lin) as g:
+        lin(x)
+        lin(x)
+    root = g.tree().root
+    assert root.text == "<capture>" and [c.kind for c in root.children] == ["parallel"]
+    assert [texts(b) for b in root.children[0].children] == [["Linear #0"], ["Linear #1"]]

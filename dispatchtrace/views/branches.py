@@ -82,6 +82,8 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
     for v in keep:
         if not any(not free[p] for p in preds[v]):
             ins.add(v)
+        if not any(not free[w] for w in succs[v]):
+            outs.add(v)
     kpreds = {v: {p for p in preds[v] if not free[p]} for v in keep}
     ksuccs = {v: {s for s in succs[v] if not free[s]} for v in keep}
     body = _series(keep, kpreds, ksuccs, ins, outs)

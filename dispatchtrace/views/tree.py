@@ -290,10 +290,8 @@ def call_text(call: Call) -> str:
     """``max_pool #2 (MaxPool2d)``; the model's own call is just its type."""
     if call.parent is None:
         return call.type
-    if not call.path:
-        return call.type
     index = f" #{call.index}" if call.repeat > 1 else ""
-    return f"{call.path}{index} ({call.type})"
+    return f"{call.path}{index} ({call.type})" if call.path else f"{call.type}{index}"
 
 
 def _ref_name(kid: Child, parent: Call) -> str:
