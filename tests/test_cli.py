@@ -103,6 +103,14 @@ def test_bad_model_name_is_one_line():
     one_line_error(sh("resnet5"), "unknown model 'resnet5'", "resnet50")
 
 
+def test_malformed_shape_is_one_line():
+    one_line_error(sh("coolcnn", "--input", "1x3x32xthirty"), "malformed input shape '1x3x32xthirty'")
+
+
+def test_unreadable_file_is_one_line(tmp_path):
+    one_line_error(sh(f"{tmp_path / 'nope.py'}:Net"), "cannot read", "nope.py")
+
+
 def test_forward_that_raises_is_one_line(netfile):
     one_line_error(sh(f"{netfile}:Broken", "--input", "1x4"), "RuntimeError", "kaboom in forward", "1x4")
 
