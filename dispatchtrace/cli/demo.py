@@ -58,7 +58,7 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
     save(out / "resnet50.txt", "ResNet-50 call tree down to each Bottleneck's residual branches", lambda p: _text(p, g.tree(3)))
     save(out / "resnet50_relu_calls.txt", "all 49 ReLU calls of ResNet-50, in order", lambda p: _text(p, relu_calls(g)))
     for fmt in ("svg", "pdf"):
-        save(out / f"resnet50.{fmt}", "ResNet-50 diagram, one box per Bottleneck", lambda p: write(g, p, depth=2))
+        save(out / f"resnet50.{fmt}", "ResNet-50 diagram at depth 2, identical consecutive Bottlenecks folded (×N)", lambda p: write(g, p, depth=2))
     for fmt in ("svg", "pdf"):
         save(out / f"resnet50_bottlenecks.{fmt}", "ResNet-50 with every Bottleneck opened", lambda p: write(g, p, depth=3))
     return written
