@@ -77,6 +77,8 @@ class Call:
     inputs: tuple[TensorRef, ...] = ()
     outputs: tuple[TensorRef, ...] = ()
     repeat: int = 1
+    params: int | None = None
+    self_params: int | None = None
     _module: Any = None
 
     @property

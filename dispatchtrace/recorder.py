@@ -10,6 +10,7 @@ import torch.nn as nn
 
 from .graph import Call, Graph, Op, new_call
 from .names import Names
+from .params import count_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
 from .source import Site, SourceTable, user_site
@@ -175,6 +176,7 @@ class Recorder:
         del self.stack[1:]
         for call, key in zip(graph.calls, self._call_keys):
             call.repeat = self._counts[key]
+        _add_params(graph)
         graph.inputs = [r for r in self.tracker.external if r.kind == "input"]
         outs: dict[TensorRef, None] = {}
         for child in graph.root.children:
@@ -192,6 +194,21 @@ class Recorder:
         self.names.clear()
         self._pending.clear()
         return graph
+
+
+def _add_params(graph: Graph) -> None:
+    """Parameter counts per call (own, and with children), while the modules are still alive."""
+    modules: dict[int, nn.Module] = {}
+    for call in graph.calls:
+        module = call.module
+        if module is not None:
+            modules.setdefault(id(module), module)
+    counts, total = count_params(list(modules.values()))
+    for call in graph.calls:
+        module = call.module
+        if module is not None:
+            call.params, call.self_params = counts[id(module)]
+    graph.root.params, graph.root.self_params = total, 0
 
 
 def _add_dataflow_inputs(graph: Graph) -> None:

@@ -176,7 +176,6 @@ def _unrecord(data: Any) -> Any:
 def to_json(graph: Graph) -> dict[str, Any]:
     """The capture as a JSON-ready dict (see ``docs/format.md``)."""
     from . import __version__
-    from .views.costs import costs
 
     calls = [graph.root, *graph.calls]
     call_ix = {id(c): i for i, c in enumerate(calls)}
@@ -232,7 +231,6 @@ def to_json(graph: Graph) -> dict[str, Any]:
             "inputs": ids(call.inputs), "outputs": ids(call.outputs), "children": children,
         })
     graph_inputs, graph_outputs = ids(graph.inputs), ids(graph.outputs)
-    params = costs(graph).saved_params()
     tensors = [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
                 None if r.producer is None else op_ix[id(r.producer)], r.kind, r.name]
                for r in sorted(refs.values(), key=lambda r: r.id)]
@@ -246,7 +244,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "tensors": tensors, "calls": call_entries, "ops": ops, "sources": sources,
         "backward_ops": [[op.name, op.target] for op in graph.backward_ops],
         "inputs": graph_inputs, "outputs": graph_outputs,
-        "params": {"total": params["total"], "calls": [list(params["calls"][i]) for i in range(len(calls))]},
+        "params": {"total": graph.root.params, "calls": [[c.params, c.self_params] for c in calls]},
     }
 
 
@@ -352,8 +350,9 @@ def _build(data: dict[str, Any]) -> Graph:
     if data["error"] is not None:
         g.error = _error(data["error"]["type"], data["error"]["message"])
     params = data.get("params") or {"total": None, "calls": []}
-    g.__dict__["_saved_params"] = {"total": params["total"],
-                                   "calls": {i: tuple(pc) for i, pc in enumerate(params["calls"])}}
+    for call, (n, own) in zip(calls, params["calls"]):
+        call.params, call.self_params = n, own
+    g.root.params = params["total"]
     return g
 
 

@@ -327,3 +327,21 @@ def test_nested_and_sparse_tensors_are_recorded() -> None:
         (sparse * 2).to_dense()
     assert [op.short for op in g2.ops] == ["aten::mul", "aten::_to_dense"]
     assert g2.ops[1].producers == (g2.ops[0],)
+
+
+def test_parameter_counts_outlive_the_model() -> None:
+    def traced() -> dt.Graph:
+        emb = nn.Embedding(10, 4)
+        head = nn.Linear(4, 10, bias=False)
+        head.weight = emb.weight  # tied
+        model = nn.Sequential(emb, nn.ReLU(), head)
+        with dt.capture(model) as g:
+            model(torch.tensor([1, 2]))
+        return g
+
+    g = traced()
+    gc.collect()
+    assert g.calls[0].module is None
+    assert [(c.path, c.params, c.self_params) for c in g.calls] == [
+        ("", 40, 0), ("0", 40, 40), ("1", 0, 0), ("2", 40, 40)]
+    assert g.root.params == 40

@@ -198,7 +198,8 @@ def test_every_field_of_the_data_model_is_saved() -> None:
     saved = {
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view",
              "producers", "users", "phase", "source"},
-        Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat", "_module"},
+        Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
+               "params", "self_params", "_module"},
         TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name"},
     }
     for cls, known in saved.items():

@@ -19,7 +19,6 @@ after the capture on shape-only stand-ins (meta tensors), so the total equals
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -206,18 +205,6 @@ def _add(a: int | None, b: int | None) -> int | None:
     return a + b
 
 
-def _unique_numel(params: Iterable[Any]) -> int:
-    seen: dict[int, int] = {}
-    for p in params:
-        seen.setdefault(id(p), p.numel())
-    return sum(seen.values())
-
-
-def module_params(module: Any) -> tuple[int, int]:
-    """``(with children, own)`` parameter counts of a module, each tensor once."""
-    return _unique_numel(module.parameters()), _unique_numel(module.parameters(recurse=False))
-
-
 class Costs:
     """Per-op and per-call costs of one graph, computed on first use and kept."""
 
@@ -225,28 +212,6 @@ class Costs:
         self.graph = graph
         self._ops: dict[int, OpCost] = {}
         self._calls: dict[int, CallCost] = {}
-        saved = graph.__dict__.get("_saved_params")
-        self._params: dict[int, tuple[int | None, int | None]] = {}
-        if saved is not None:
-            calls = [graph.root, *graph.calls]
-            self._params = {id(calls[i]): (p, s) for i, (p, s) in saved["calls"].items()}
-            self._total_params: int | None = saved["total"]
-        else:
-            self._total_params = None
-            self._live_params()
-
-    def _live_params(self) -> None:
-        modules: dict[int, Any] = {}
-        for call in self.graph.calls:
-            module = call.module
-            if module is None:
-                self._params[id(call)] = (None, None)
-                continue
-            modules[id(module)] = module
-            self._params[id(call)] = module_params(module)
-        if modules or not self.graph.calls:
-            self._total_params = _unique_numel(p for m in modules.values() for p in m.parameters())
-        self._params[id(self.graph.root)] = (self._total_params, 0)
 
     def op(self, op: Op) -> OpCost:
         """The cost of one op."""
@@ -279,19 +244,13 @@ class Costs:
                     self_bytes += sum(s for s in c.output_bytes if s is not None)
         outs = [tensor_bytes(r) for r in (self.graph.outputs if call.parent is None else call.outputs)]
         out_bytes = None if any(s is None for s in outs) else sum(outs)  # type: ignore[misc]
-        params, own = self._params.get(id(call), (None, None))
+        params, own = call.params, call.self_params
         return CallCost(_add(flops, self_flops), self_flops, nbytes + self_bytes, self_bytes, out_bytes, params, own)
 
     @property
     def total(self) -> CallCost:
         """The whole capture: ``params`` counts every called module's parameters once."""
         return self.call(self.graph.root)
-
-    def saved_params(self) -> dict[str, Any]:
-        """Parameter counts in the form ``save`` writes (keyed by position in ``[root, *calls]``)."""
-        calls = [self.graph.root, *self.graph.calls]
-        return {"total": self._total_params,
-                "calls": {i: self._params.get(id(c), (None, None)) for i, c in enumerate(calls)}}
 
 
 _cache: weakref.WeakKeyDictionary[Graph, Costs] = weakref.WeakKeyDictionary()
