@@ -2,7 +2,7 @@
 
 import pytest
 
-from dispatchtrace.views.branches import Par, Tangle, decompose
+from dispatchtrace.views.branches import MAX_NESTING, Par, Tangle, decompose
 
 
 def test_chain_is_a_series():
@@ -91,3 +91,29 @@ def test_dead_ends_are_paths_to_the_end_not_joins():
     assert decompose(2, [], entry=[0, 1]) == (Par(((0,), (1,))),)
     # 0 -> 1 (read by nobody) and 0 -> 2 -> 3: 1 is a branch that ends, 3 does not join it
     assert decompose(4, [(0, 1), (0, 2), (2, 3)], entry=[0]) == (0, Par(((1,), (2, 3))))
+
+
+def test_nesting_is_bounded():
+    # residual inside residual inside ...: node k feeds k+1 and the join 2n-1-k
+    n = 300
+    edges = [(k, k + 1) for k in range(2 * n - 1)] + [(k, 2 * n - 1 - k) for k in range(n - 1)]
+    got = decompose(2 * n, edges, entry=[0])
+
+    def depth(series):
+        return max((1 + max(depth(b) for b in i.branches) for i in series if isinstance(i, Par)), default=0)
+
+    assert depth(got) <= MAX_NESTING
+    flat = []
+
+    def collect(series):
+        for i in series:
+            if isinstance(i, Par):
+                for b in i.branches:
+                    collect(b)
+            elif isinstance(i, Tangle):
+                flat.extend(i.nodes)
+            else:
+                flat.append(i)
+
+    collect(got)
+    assert sorted(flat) == list(range(2 * n))

@@ -30,6 +30,9 @@ class Tangle:
 
 
 Item = int | Par | Tangle
+
+#: parallel blocks nest at most this deep; deeper stretches are listed as a ``Tangle``
+MAX_NESTING = 48
 Series = tuple[Item, ...]
 
 
@@ -117,7 +120,8 @@ def _first(series: Series) -> int:
     return head if isinstance(head, int) else min(_first(b) for b in head.branches)
 
 
-def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[int]], ins: set[int], outs: set[int]) -> Series | None:
+def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[int]], ins: set[int], outs: set[int],
+            level: int = 0) -> Series | None:
     if len(nodes) == 1:
         return (nodes[0],)
     inside = set(nodes)
@@ -148,7 +152,7 @@ def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
         if run == 0:
             cuts.append(nodes[i])
     if not cuts:
-        return _parallel(nodes, preds, succs, ins, outs, skip=False, whole=True)
+        return _parallel(nodes, preds, succs, ins, outs, skip=False, whole=True, level=level)
     out: list[Item] = []
     bounds: list[int | None] = [None, *cuts, None]
     for a, b in zip(bounds, bounds[1:], strict=False):
@@ -162,7 +166,7 @@ def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
                 skip = from_src(b)
             else:
                 skip = to_dst(a)  # type: ignore[arg-type]
-            block = _parallel(seg, preds, succs, ins, outs, skip=skip, whole=False)
+            block = _parallel(seg, preds, succs, ins, outs, skip=skip, whole=False, level=level)
             if block is None:  # not series-parallel between a and b: list it, join included
                 out.append(Tangle((*seg, *([] if b is None else [b]))))
                 continue
@@ -172,13 +176,16 @@ def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
     return tuple(out)
 
 
-def _parallel(seg: list[int], preds: dict[int, set[int]], succs: dict[int, set[int]], ins: set[int], outs: set[int], *, skip: bool, whole: bool) -> Series | None:
+def _parallel(seg: list[int], preds: dict[int, set[int]], succs: dict[int, set[int]], ins: set[int], outs: set[int], *,
+              skip: bool, whole: bool, level: int) -> Series | None:
     comps = _components(seg, preds, succs)
     if len(comps) == 1 and not skip:
-        return None if whole else _series(comps[0], preds, succs, ins, outs)
+        return None if whole else _series(comps[0], preds, succs, ins, outs, level)
+    if level >= MAX_NESTING:  # deeper nesting would not be readable (nor fit Python's stack)
+        return None
     branches = []
     for comp in comps:
-        sub = _series(comp, preds, succs, ins, outs)
+        sub = _series(comp, preds, succs, ins, outs, level + 1)
         if sub is None:
             if len(comps) == 1:  # one tangled path and a skip: list the stretch, join included
                 return None
