@@ -79,8 +79,9 @@ class VerifyReport:
 def verify(model: nn.Module, *args: Any, **kwargs: Any) -> VerifyReport:
     """Capture ``model(*args, **kwargs)``, replay the capture with ``to_fx`` and compare outputs.
 
-    The forward runs on clones of the inputs (up to four times: capture, replay, and, to find
-    the first differing op, once more eagerly), so inputs changed in place stay untouched. Use
+    Every run uses clones of the inputs, so inputs changed in place stay untouched: the capture,
+    the replay, and eager runs only where needed (values of constants, look-alike reads, and
+    the search for the first op that differs). Use
     deterministic models in eval mode: a random op (dropout in training, ``randn``) is reported
     as the op that differs. On meta tensors only shapes and dtypes are compared.
 
