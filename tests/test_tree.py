@@ -265,3 +265,23 @@ def test_a_model_called_twice_on_the_same_input_gives_two_branches():
     root = g.tree().root
     assert root.text == "<capture>" and [c.kind for c in root.children] == ["parallel"]
     assert [texts(b) for b in root.children[0].children] == [["Linear #0"], ["Linear #1"]]
+
+
+# ---- the torchvision zoo (slow) ----------------------------------------------------------------
+
+ZOO = torchvision.models.list_models(module=torchvision.models)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_tree_shows_every_op_exactly_once(name):
+    from dispatchtrace.cli.models import load_model, parse_inputs
+
+    model = load_model(name, device="meta")
+    x = parse_inputs(["1x3x299x299" if name == "inception_v3" else "1x3x224x224"], device="meta")
+    with torch.no_grad(), dt.capture(model) as g:
+        model(*x)
+    shown = [n.op for n in g.tree(ops=True).walk() if n.kind == "op"]
+    assert len(shown) == len(set(shown)) == len(g.ops)
+    calls = [n.call for n in g.tree().walk() if n.kind == "call"]
+    assert len(calls) == len(set(calls)) == len(g.calls)
