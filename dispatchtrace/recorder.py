@@ -151,7 +151,7 @@ class Recorder:
         if isinstance(out, Tensor):
             op.outputs = (produced(out, op, id(out) in written_ids),)
         elif isinstance(out, (tuple, list)):
-            op.outputs = tuple([produced(t, op, id(t) in written_ids) for t in _tensors(out)])
+            op.outputs = tuple([produced(t, op, id(t) in written_ids, i) for i, t in enumerate(_tensors(out))])
         if written:
             op.mutated = tuple([self.tracker.read(t) for t in written])
         elif op.outputs and inputs:

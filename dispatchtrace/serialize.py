@@ -232,7 +232,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         })
     graph_inputs, graph_outputs = ids(graph.inputs), ids(graph.outputs)
     tensors = [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
-                None if r.producer is None else op_ix[id(r.producer)], r.kind, r.name]
+                None if r.producer is None else op_ix[id(r.producer)], r.kind, r.name, r.slot]
                for r in sorted(refs.values(), key=lambda r: r.id)]
     import torch
 
@@ -314,9 +314,9 @@ def _build(data: dict[str, Any]) -> Graph:
            for i, o in enumerate(data["ops"])]
     sources = [_unrecord(r) for r in data.get("sources", [])]
     refs: dict[int, TensorRef] = {}
-    for rid, shape, dtype, device, storage, version, producer, kind, name in data["tensors"]:
+    for rid, shape, dtype, device, storage, version, producer, kind, name, slot in data["tensors"]:
         refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
-                              None if producer is None else ops[producer], kind, name)
+                              None if producer is None else ops[producer], kind, name, slot)
     for op, o in zip(ops, data["ops"], strict=True):
         op.args = tuple(_unvalue(a, refs) for a in o["args"])
         op.kwargs = {k: _unvalue(v, refs) for k, v in o["kwargs"].items()}

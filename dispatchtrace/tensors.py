@@ -47,7 +47,8 @@ class TensorRef:
 
     ``storage`` is a small integer unique within one capture (views share their base's);
     ``version`` counts the writes to that storage seen so far; ``producer`` is the op whose
-    output this tensor object is (``None`` for inputs, parameters, buffers, constants).
+    output this tensor object is (``None`` for inputs, parameters, buffers, constants) and
+    ``slot`` its position among that op's outputs, kept by every later version of the tensor.
     """
 
     id: int
@@ -59,6 +60,7 @@ class TensorRef:
     producer: Op | None
     kind: Kind
     name: str | None = None
+    slot: int = 0
 
     @property
     def label(self) -> str:
@@ -73,10 +75,7 @@ class TensorRef:
             return self.name or f"t{self.id}"
         if len(op.outputs) == 1:
             return f"%{op.name}"
-        for i, out in enumerate(op.outputs):
-            if out is self:
-                return f"%{op.name}[{i}]"
-        return f"%{op.name}"
+        return f"%{op.name}[{self.slot}]"
 
     @property
     def numel(self) -> int | None:

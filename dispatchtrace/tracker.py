@@ -101,10 +101,12 @@ class Tracker:
             state = self._storages[cdata] = StorageState(self._next_sid - 1, StorageWeakRef(st))
         return state
 
-    def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None) -> TensorRef:
+    def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
+                 slot: int = 0) -> TensorRef:
         shape, dtype, device = _meta(t)
         self._next_ref += 1
-        return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name)
+        return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name,
+                         slot)
 
     def state(self, t: Tensor) -> TensorState:
         """The state of a tensor about to be read; first sight makes an external ref."""
@@ -125,14 +127,14 @@ class Tracker:
             s = self.state(t)
         ref = s.ref
         if ref.version != s.storage.version:
-            s.ref = self._new_ref(t, s.storage, ref.producer, ref.kind, ref.name)
+            s.ref = self._new_ref(t, s.storage, ref.producer, ref.kind, ref.name, ref.slot)
         return s
 
     def read(self, t: Tensor) -> TensorRef:
         """The current ref of ``t``."""
         return self.current(t).ref
 
-    def produced(self, t: Tensor, op: Op, written: bool) -> TensorRef:
+    def produced(self, t: Tensor, op: Op, written: bool, slot: int = 0) -> TensorRef:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
         s = self._tensors.get(id(t)) if written else None
         if s is not None and s.wr() is t:
@@ -140,7 +142,7 @@ class Tracker:
             storage, kind, name = s.storage, s.ref.kind, s.ref.name
         else:
             storage, kind, name = self._storage(t), "activation", None
-        ref = self._new_ref(t, storage, op, kind, name)
+        ref = self._new_ref(t, storage, op, kind, name, slot)
         self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return ref
 

@@ -192,3 +192,17 @@ def test_kinds_and_names_of_parameters_buffers_inputs() -> None:
         "1.weight": "parameter", "1.bias": "parameter", "1.running_mean": "buffer", "1.running_var": "buffer",
     }
     assert [r.name for r in g.inputs] == ["input"]
+
+
+def test_later_versions_of_a_multi_output_result_keep_their_slot() -> None:
+    def f(x):
+        a, b, c = (x * 1).chunk(3)
+        b.add_(1)  # bumps the shared storage: a and c get new versions too
+        return a + c
+
+    g, _ = _run(f, torch.ones(6))
+    chunk = _op(g, "aten.split.Tensor")
+    add = g.ops[-1]
+    assert [r.slot for r in chunk.outputs] == [0, 1, 2]
+    assert [(r.producer, r.slot, r.version) for r in add.inputs] == [(chunk, 0, 1), (chunk, 2, 1)]
+    assert str(add).startswith("%add = aten.add.Tensor(%split[0], %split[2])")

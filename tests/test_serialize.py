@@ -200,7 +200,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
              "producers", "users", "phase", "source"},
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
                "params", "self_params", "_module"},
-        TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name"},
+        TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name", "slot"},
     }
     for cls, known in saved.items():
         new = {f.name for f in fields(cls)} - known
