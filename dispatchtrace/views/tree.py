@@ -10,8 +10,9 @@ from typing import Any, Literal
 from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
+from .statements import Statements, key, label, owner, runs, where
 
-NodeKind = Literal["call", "op", "parallel", "branch", "skip"]
+NodeKind = Literal["call", "op", "parallel", "branch", "skip", "statement"]
 Noise = Literal["hide", "show"]
 
 #: ops autograd adds that nothing reads (``detach`` of a saved activation): hidden unless ``noise="show"``
@@ -20,7 +21,11 @@ NOISE_OPS = frozenset({"aten::detach", "aten::alias"})
 
 @dataclass(frozen=True, slots=True, eq=False)
 class TreeNode:
-    """One line of the tree: a call, an op, a block of parallel branches, a branch or a skip path."""
+    """One line of the tree: a call, an op, a block of parallel branches, a branch, a skip path or a statement.
+
+    ``source`` is the statement's ``Source`` for ``statement`` nodes and for branches labelled by
+    one statement (``statements=True``); ``where`` is then ``models.py:27``.
+    """
 
     kind: NodeKind
     text: str
@@ -29,11 +34,13 @@ class TreeNode:
     children: tuple[TreeNode, ...] = ()
     call: Call | None = None
     op: Op | None = None
+    where: str = ""
+    source: Any = None
 
     @property
     def line(self) -> str:
         """``max_pool #2 (MaxPool2d)  f32[1, 32, 8, 8]`` plus a note such as ``joins 2 branches``."""
-        return "  ".join(p for p in (self.text, self.shape, self.note and f"({self.note})") if p)
+        return "  ".join(p for p in (self.text, self.shape, self.where, self.note and f"({self.note})") if p)
 
     def walk(self) -> Iterator[TreeNode]:
         """This node and every node below it, in printing order."""
@@ -90,7 +97,7 @@ def _draw(node: TreeNode, prefix: str, out: list[str]) -> None:
 
 
 def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: Noise = "hide",
-         at: str | Call | None = None) -> Tree:
+         at: str | Call | None = None, statements: bool = False) -> Tree:
     """The calls of ``graph`` as a tree, down to ``depth`` (the model's call is depth 0).
 
     Inside each call shown open, its sub-calls and its own ops are laid out along the data
@@ -101,7 +108,11 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
     at ``depth``. ``noise="show"`` keeps the ``detach`` ops autograd adds that nothing reads.
     ``at`` (a call or its label, ``"layer1.0"``, ``"layer1.0.relu#2"``) starts the tree there;
-    ``depth`` then counts from it.
+    ``depth`` then counts from it. ``statements=True`` groups consecutive items of one call (sub-calls,
+    ops, whole parallel blocks) issued by one source line under a ``statement`` node labelled with
+    that line (``x = (main_path + parallel_path) / 2  models.py:29``); a branch that is one
+    statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
+    statement and stays alone (see ``views.statements``).
     """
     if depth is not None and depth < 0:
         raise ValueError(f"depth must be None (everything) or >= 0 (0 = the model's call), not {depth}")
@@ -116,7 +127,8 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     else:
         root = at if isinstance(at, Call) else find_call(graph, at)
         base = root.depth
-    return Tree(_Builder(None if depth is None else base + depth, ops, noise == "show").call(root))
+    builder = _Builder(None if depth is None else base + depth, ops, noise == "show", Statements() if statements else None)
+    return Tree(builder.call(root))
 
 
 def find_call(graph: Graph, label: str) -> Call:
@@ -143,8 +155,8 @@ Child = Call | Op
 
 
 class _Builder:
-    def __init__(self, depth: int | None, ops: bool, noise: bool) -> None:
-        self.depth, self.ops, self.noise = depth, ops, noise
+    def __init__(self, depth: int | None, ops: bool, noise: bool, stmts: Statements | None = None) -> None:
+        self.depth, self.ops, self.noise, self.stmts = depth, ops, noise, stmts
 
     def keep(self, op: Op) -> bool:
         return self.noise or op.users or op.short not in NOISE_OPS
@@ -157,10 +169,21 @@ class _Builder:
         if open_:
             children = self.inside(call)
         elif self.ops:
-            children = tuple(self.op(o) for o in call.all_ops() if self.keep(o))
+            children = self.flat(call)
         else:
             children = ()
         return TreeNode("call", call_text(call), _shapes(call.outputs), note, children, call=call)
+
+    def flat(self, call: Call) -> tuple[TreeNode, ...]:
+        """The ops of a closed call in order; with statements, grouped by line and the call whose code has it."""
+        ops_ = [o for o in call.all_ops() if self.keep(o)]
+        nodes = [self.op(o) for o in ops_]
+        if self.stmts is None:
+            return tuple(nodes)
+        mine = key(self.stmts.site(call))
+        srcs = [o.source if key(o.source) != mine else None for o in ops_]
+        keys = [None if s is None else (key(s), id(owner(o, s.function, call) or call)) for o, s in zip(ops_, srcs, strict=True)]
+        return statement_nodes([[n] for n in nodes], srcs, keys, [1] * len(nodes))
 
     def op(self, op: Op, note: str = "", named: bool = False) -> TreeNode:
         text = f"{op.short} %{op.name}" if named else op.short
@@ -182,26 +205,70 @@ class _Layout:
     def __init__(self, builder: _Builder, call: Call, kids: list[Child], flow: Flow, *, named: bool) -> None:
         self.builder, self.call, self.kids, self.flow, self.named = builder, call, kids, flow, named
         self.preds: dict[int, list[int]] = {}
+        self.stmt_cache: dict[int, Any] = {}
         for a, b in sorted(flow.edges):
             self.preds.setdefault(b, []).append(a)
 
-    def series(self, series: Series) -> tuple[TreeNode, ...]:
-        out: list[TreeNode] = []
+    def series(self, series: Series, outer: Any = None) -> tuple[TreeNode, ...]:
+        units: list[list[TreeNode]] = []
+        srcs: list[Any] = []
+        sizes: list[int] = []
         join = 0
         for item in series:
             if isinstance(item, Par):
-                out.append(self.par(item))
+                common = self.common((item,))
+                units.append([self.par(item, common or outer)])
+                srcs.append(common)
+                sizes.append(_size(item))
                 join = item.width
                 continue
             if isinstance(item, Tangle):
-                out.extend(self.builder.node(self.kids[i], self.reads(i), named=True) for i in item.nodes)
+                for i in item.nodes:
+                    units.append([self.builder.node(self.kids[i], self.reads(i), named=True)])
+                    srcs.append(None)
+                    sizes.append(1)
             else:
-                out.append(self.builder.node(self.kids[item], f"joins {join} branches" if join else "", self.named))
+                units.append([self.builder.node(self.kids[item], f"joins {join} branches" if join else "", self.named)])
+                srcs.append(self.stmt(item))
+                sizes.append(1)
             join = 0
-        return tuple(out)
+        if self.builder.stmts is None:
+            return tuple(n for u in units for n in u)
+        return statement_nodes(units, srcs, [key(s) for s in srcs], sizes, key(outer))
 
-    def par(self, par: Par) -> TreeNode:
-        branches = [TreeNode("branch", f"branch {i + 1}", children=self.series(b)) for i, b in enumerate(par.branches)]
+    def stmt(self, i: int) -> Any:
+        """The statement of child ``i``, or ``None`` (always ``None`` without ``statements=True``)."""
+        stmts = self.builder.stmts
+        if stmts is None:
+            return None
+        if i not in self.stmt_cache:
+            self.stmt_cache[i] = stmts.of(self.kids[i], self.call)
+        return self.stmt_cache[i]
+
+    def common(self, series: Series) -> Any:
+        """The one statement every item of ``series`` belongs to, or ``None``."""
+        if self.builder.stmts is None:
+            return None
+        found = None
+        for item in series:
+            if isinstance(item, Tangle):
+                return None
+            subs = [self.common(b) for b in item.branches] if isinstance(item, Par) else [self.stmt(item)]
+            for s in subs:
+                if s is None or (found is not None and key(s) != key(found)):
+                    return None
+                found = s
+        return found
+
+    def par(self, par: Par, outer: Any = None) -> TreeNode:
+        branches = []
+        for i, b in enumerate(par.branches):
+            nodes = self.series(b, outer)
+            if len(nodes) == 1 and nodes[0].kind == "statement":  # a branch that is one statement is named by it
+                one = nodes[0]
+                branches.append(TreeNode("branch", one.text, children=one.children, where=one.where, source=one.source))
+            else:
+                branches.append(TreeNode("branch", f"branch {i + 1}", children=nodes))
         if par.skip:
             branches.append(TreeNode("skip", f"branch {len(branches) + 1}: skip (no ops on this path)"))
         return TreeNode("parallel", f"{par.width} parallel branches", children=tuple(branches))
@@ -211,6 +278,26 @@ class _Layout:
         names = ["input"] if i in self.flow.entry else []
         names += [_ref_name(self.kids[a], self.call) for a in self.preds.get(i, [])]
         return "<- " + ", ".join(names) if names else ""
+
+
+def statement_nodes(units: list[list[TreeNode]], srcs: list[Any], keys: list[Any], sizes: list[int],
+                    outer: Any = None) -> tuple[TreeNode, ...]:
+    """``units`` in order, runs of one statement (``keys``) with 2 items or more under a ``statement`` node."""
+    out: list[TreeNode] = []
+    for grouped, span in runs(keys, sizes, outer):
+        nodes = tuple(n for p in span for n in units[p])
+        if grouped:
+            src = srcs[span.start]
+            out.append(TreeNode("statement", label(src), children=nodes, where=where(src), source=src))
+        else:
+            out.extend(nodes)
+    return tuple(out)
+
+
+def _size(item: Par) -> int:
+    """How many nodes a parallel block holds."""
+    return sum(_size(i) if isinstance(i, Par) else len(i.nodes) if isinstance(i, Tangle) else 1
+               for b in item.branches for i in b)
 
 
 def _tangled(series: Series) -> bool:
