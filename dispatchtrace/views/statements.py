@@ -108,16 +108,26 @@ def owner(op: Op, function: str, call: Call) -> Call | None:
     return None
 
 
-def runs(keys: list[Any], sizes: list[int], outer: Any = None) -> list[tuple[bool, range]]:
+def runs(keys: list[Any], sizes: list[int], outer: Any = None, loose: list[bool] | None = None) -> list[tuple[bool, range]]:
     """Consecutive positions with one key (not ``None``, not ``outer``) holding 2 items or more.
 
-    Each run is ``(grouped, positions)``; positions that group nothing come one by one.
+    Each run is ``(grouped, positions)``; positions that group nothing come one by one. A
+    ``loose`` position (a sub-call that ran no ops, such as ``Dropout`` in eval mode: its line is
+    unknown) joins the run around it when the positions on both sides share a key.
 
     >>> runs(["a", "a", None, "b", "c", "c"], [1, 1, 1, 1, 1, 1], outer="c")
     [(True, range(0, 2)), (False, range(2, 3)), (False, range(3, 4)), (False, range(4, 5)), (False, range(5, 6))]
+    >>> runs(["a", None, "a"], [1, 1, 1], loose=[False, True, False])
+    [(True, range(0, 3))]
     >>> runs(["a"], [2])   # one parallel block of two items
     [(True, range(0, 1))]
     """
+    if loose is not None and any(loose):
+        keys = list(keys)
+        known = [i for i in range(len(keys)) if not loose[i]]
+        for lo, hi in zip(known, known[1:], strict=False):
+            if hi - lo > 1 and keys[lo] is not None and keys[lo] == keys[hi]:
+                keys[lo + 1:hi] = [keys[lo]] * (hi - lo - 1)
     out: list[tuple[bool, range]] = []
     i = 0
     while i < len(keys):

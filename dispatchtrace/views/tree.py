@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
+from .flow import Flow, dataflow
 from .statements import Statements, key, label, owner, runs, where
 
 NodeKind = Literal["call", "op", "parallel", "branch", "skip", "statement"]
@@ -213,6 +214,7 @@ class _Layout:
         units: list[list[TreeNode]] = []
         srcs: list[Any] = []
         sizes: list[int] = []
+        loose: list[bool] = []
         join = 0
         for item in series:
             if isinstance(item, Par):
@@ -220,6 +222,7 @@ class _Layout:
                 units.append([self.par(item, common or outer)])
                 srcs.append(common)
                 sizes.append(_size(item))
+                loose.append(False)
                 join = item.width
                 continue
             if isinstance(item, Tangle):
@@ -227,14 +230,17 @@ class _Layout:
                     units.append([self.builder.node(self.kids[i], self.reads(i), named=True)])
                     srcs.append(None)
                     sizes.append(1)
+                    loose.append(False)
             else:
                 units.append([self.builder.node(self.kids[item], f"joins {join} branches" if join else "", self.named)])
                 srcs.append(self.stmt(item))
                 sizes.append(1)
+                kid = self.kids[item]
+                loose.append(isinstance(kid, Call) and srcs[-1] is None and next(kid.all_ops(), None) is None)
             join = 0
         if self.builder.stmts is None:
             return tuple(n for u in units for n in u)
-        return statement_nodes(units, srcs, [key(s) for s in srcs], sizes, key(outer))
+        return statement_nodes(units, srcs, [key(s) for s in srcs], sizes, key(outer), loose)
 
     def stmt(self, i: int) -> Any:
         """The statement of child ``i``, or ``None`` (always ``None`` without ``statements=True``)."""
@@ -281,10 +287,10 @@ class _Layout:
 
 
 def statement_nodes(units: list[list[TreeNode]], srcs: list[Any], keys: list[Any], sizes: list[int],
-                    outer: Any = None) -> tuple[TreeNode, ...]:
+                    outer: Any = None, loose: list[bool] | None = None) -> tuple[TreeNode, ...]:
     """``units`` in order, runs of one statement (``keys``) with 2 items or more under a ``statement`` node."""
     out: list[TreeNode] = []
-    for grouped, span in runs(keys, sizes, outer):
+    for grouped, span in runs(keys, sizes, outer, loose):
         nodes = tuple(n for p in span for n in units[p])
         if grouped:
             src = srcs[span.start]
@@ -303,74 +309,6 @@ def _size(item: Par) -> int:
 def _tangled(series: Series) -> bool:
     """Whether any stretch is listed with reads (then ops are named, so reads can point at them)."""
     return any(isinstance(i, Tangle) or (isinstance(i, Par) and any(_tangled(b) for b in i.branches)) for i in series)
-
-
-@dataclass(frozen=True, slots=True)
-class Flow:
-    """Data flow among the children of one call: edges by child position, who reads the call's input, who is read outside."""
-
-    edges: frozenset[tuple[int, int]]
-    entry: frozenset[int]
-    exit: frozenset[int]
-
-
-def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool) -> Flow:
-    """Edges between ``kids`` (children of ``call`` in the order they ran) from op producers.
-
-    Each op is mapped to the child that contains it; a sub-call with no ops at all (an
-    ``Identity``, a ``Dropout`` in eval mode) passes its input tensors on, so readers of
-    those tensors read from it. Readers for which ``keep`` is false do not count.
-    """
-    owner: dict[Op, int] = {}
-    for i, kid in enumerate(kids):
-        if isinstance(kid, Op):
-            owner[kid] = i
-        else:
-            for o in kid.all_ops():
-                owner[o] = i
-    edges: set[tuple[int, int]] = set()
-    entry: set[int] = set()
-    exit: set[int] = set()
-    passed: dict[int, int] = {}  # id(ref) -> child with no ops that last handed it on
-
-    def source(ref: TensorRef, before: int) -> int | None:
-        """The child a read of ``ref`` comes from; -1 for the call's input, None for weights and constants."""
-        k = passed.get(id(ref))
-        if k is not None and k < before:
-            return k
-        if ref.producer is not None:
-            return owner.get(ref.producer, -1)
-        return -1 if ref.kind == "input" else None
-
-    def link(src: int | None, i: int) -> None:
-        if src == -1:
-            entry.add(i)
-        elif src is not None and src != i:
-            edges.add((src, i))
-
-    for i, kid in enumerate(kids):
-        ops_ = [kid] if isinstance(kid, Op) else list(kid.all_ops())
-        if not ops_ and isinstance(kid, Call):
-            for ref in kid.inputs:
-                link(source(ref, i), i)
-            for ref in kid.outputs:
-                passed[id(ref)] = i
-            continue
-        for o in ops_:
-            direct = set()
-            for ref in o.inputs:
-                link(source(ref, i), i)
-                direct.add(ref.producer)
-            for p in o.producers:  # last writers of storage read through an older view
-                if p not in direct:
-                    link(owner.get(p, -1), i)
-            if any(u not in owner and keep(u) for u in o.users):
-                exit.add(i)
-    for ref in call.outputs:
-        src = source(ref, len(kids))
-        if src is not None and src >= 0:
-            exit.add(src)
-    return Flow(frozenset(edges), frozenset(entry), frozenset(exit))
 
 
 def call_text(call: Call) -> str:
