@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
     p.add_argument("--at", metavar="CALL", default=None,
                    help="start the tree at this module call (layer1.0, layer1.0.relu#2); --depth counts from it")
+    p.add_argument("--statements", action="store_true",
+                   help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                    help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
     p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
@@ -51,9 +53,9 @@ def run(argv: Sequence[str]) -> int:
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     graph = trace(model, inputs, name=args.model)
     if not args.output or args.tree:
-        print(tree_of(graph, args.depth, ops=args.ops, at=args.at))
+        print(tree_of(graph, args.depth, ops=args.ops, at=args.at, statements=args.statements))
     for out in args.output:
-        write(graph, out, depth=args.depth, ops=args.ops, at=args.at)
+        write(graph, out, depth=args.depth, ops=args.ops, at=args.at, statements=args.statements)
         print(f"wrote {out}", file=sys.stderr if (not args.output or args.tree) else sys.stdout)
     return 0
 
@@ -71,16 +73,18 @@ def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str =
     return graph
 
 
-def tree_of(graph: Graph, depth: int | None, *, ops: bool = False, at: str | None = None) -> Any:
+def tree_of(graph: Graph, depth: int | None, *, ops: bool = False, at: str | None = None,
+            statements: bool = False) -> Any:
     """``graph.tree(...)`` with an unknown ``at`` label as a ``CliError``."""
     try:
-        return graph.tree(depth, ops=ops, at=at)
+        return graph.tree(depth, ops=ops, at=at, statements=statements)
     except ValueError as e:
         raise CliError(str(e)) from e
 
 
-def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False, at: str | None = None) -> Path:
-    """Write one output file; ``.txt`` is the tree as printed (``at`` applies to it only),
+def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False, at: str | None = None,
+          statements: bool = False) -> Path:
+    """Write one output file; ``.txt`` is the tree as printed (``at`` and ``statements`` apply to it only),
     everything else goes to ``Graph.render``.
 
     Diagrams get ``depth`` when given, else the op-level graph with ``ops``, else the renderer's
@@ -89,7 +93,7 @@ def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool
     path = Path(path)
     if path.suffix.lower() == ".txt":
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{tree_of(graph, depth, ops=ops, at=at)}\n", encoding="utf-8")
+        path.write_text(f"{tree_of(graph, depth, ops=ops, at=at, statements=statements)}\n", encoding="utf-8")
         return path
     from ..render.files import DotFailedError, DotNotFoundError
 
