@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torchvision
+from models import coolcnn as seed_coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
@@ -265,6 +266,155 @@ def test_a_model_called_twice_on_the_same_input_gives_two_branches():
     root = g.tree().root
     assert root.text == "<capture>" and [c.kind for c in root.children] == ["parallel"]
     assert [texts(b) for b in root.children[0].children] == [["Linear #0"], ["Linear #1"]]
+
+
+# ---- statements=True ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def seed() -> dt.Graph:
+    """The seed's CoolCNN from ``tests/models.py``: its forward is user code, so its lines are sources."""
+    return seed_coolcnn()
+
+
+def shown(t: Tree) -> list:
+    return [n.call or n.op for n in t.walk() if n.kind in ("call", "op")]
+
+
+def test_golden_coolcnn_depth1_statements(seed):
+    golden("tree_coolcnn_depth1_statements.txt", str(seed.tree(1, statements=True)))
+
+
+def test_coolcnn_statements_name_branches_and_group_lines(seed):
+    root = seed.tree(1, statements=True).root
+    par, avg, conv, view, fc1, out = root.children
+    main, side = par.children
+    assert main.kind == side.kind == "branch"
+    assert main.text == "main_path = self.max_pool(torch.relu(self.initial_conv(x)))"
+    assert main.where == f"models.py:{main.source.line}" and main.line.endswith(main.where)
+    assert texts(main) == ["initial_conv (Conv2d)", "aten::relu", "max_pool #0 (MaxPool2d)"]
+    assert side.text == "parallel_path = self.max_pool(torch.relu(self.parallel_conv(x)))"
+    assert (avg.kind, avg.text) == ("statement", "x = (main_path + parallel_path) / 2")
+    assert texts(avg) == ["aten::add", "aten::div"] and avg.children[0].note == "joins 2 branches"
+    assert conv.text == "x = self.max_pool(torch.relu(self.secondary_conv(x)))" and len(conv.children) == 3
+    assert (view.kind, view.text) == ("op", "aten::view")  # a statement of one item stays ungrouped
+    assert fc1.text == "x = torch.relu(self.fully_connected1(x))"
+    assert texts(fc1) == ["fully_connected1 (Linear)", "aten::relu"]
+    assert (out.kind, out.text) == ("call", "output_layer (Linear)")
+    # the same calls and ops as the plain tree, in the same order
+    for kw in ({}, {"ops": True}, {"depth": 1, "ops": True}):
+        assert shown(seed.tree(statements=True, **kw)) == shown(seed.tree(**kw))
+
+
+def test_statements_on_a_loaded_capture(seed, tmp_path):
+    seed.save(tmp_path / "cool.json")
+    loaded = dt.load(tmp_path / "cool.json")
+    assert str(loaded.tree(1, statements=True)) == str(seed.tree(1, statements=True))
+    assert str(loaded.tree(ops=True, statements=True)) == str(seed.tree(ops=True, statements=True))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.lin(x))
+        return h * 2
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.head = Block(), Block(), nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.a(x) + self.b(x)
+        z = torch.sigmoid(self.head(y))
+        return z
+
+
+def test_user_defined_submodules_keep_their_own_lines():
+    g = run(Net(), torch.randn(1, 4))
+    root = g.tree(statements=True).root
+    par, add, z = root.children
+    # a Block's ops all point into Block.forward: the line that called it is unknown, so the two
+    # Blocks are neither grouped with the add nor with each other (same Block line, other calls)
+    assert par.kind == "parallel" and [b.text for b in par.children] == ["branch 1", "branch 2"]
+    assert (add.kind, add.text) == ("op", "aten::add")
+    assert (z.kind, z.text) == ("statement", "z = torch.sigmoid(self.head(y))")
+    assert texts(z) == ["head (Linear)", "aten::sigmoid"]
+    block = par.children[0].children[0]
+    assert block.text == "a (Block)"
+    h, mul = block.children
+    assert (h.text, texts(h), mul.text) == ("h = torch.relu(self.lin(x))", ["a.lin (Linear)", "aten::relu"], "aten::mul")
+    assert h.source.function == "Block.forward"
+    # a closed call's ops are grouped by line, within one call of the class whose code has it
+    flat = next(n for n in g.tree(1, ops=True, statements=True).walk() if n.text == "b (Block)")
+    assert [(c.text, texts(c)) for c in flat.children] == [
+        ("h = torch.relu(self.lin(x))", ["aten::t", "aten::addmm", "aten::relu"]), ("aten::mul", [])]
+
+
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.drop1, self.drop2 = nn.Linear(4, 4), nn.Linear(4, 4), nn.Dropout(), nn.Dropout()
+
+    def forward(self, x):
+        y = self.a(x) + self.b(x)
+        y = self.drop2(self.b(self.drop1(torch.tanh(y))))
+        return self.a(y), self.b(y)
+
+
+def test_whole_parallel_blocks_and_opless_calls_join_their_statement():
+    root = run(Heads(), torch.randn(1, 4)).tree(statements=True).root
+    sum_, chain, drop2, ret = root.children
+    assert sum_.text == "y = self.a(x) + self.b(x)"
+    assert [c.kind for c in sum_.children] == ["parallel", "op"]
+    assert [b.text for b in sum_.children[0].children] == ["branch 1", "branch 2"]  # not named again
+    # eval Dropout runs no ops, so its line is unknown: between two items of a statement it joins
+    # it; at the statement's edge it cannot be told from a line of its own and stays outside
+    assert chain.text == "y = self.drop2(self.b(self.drop1(torch.tanh(y))))"
+    assert texts(chain) == ["aten::tanh", "drop1 (Dropout)", "b #1 (Linear)"]
+    assert (drop2.kind, drop2.text) == ("call", "drop2 (Dropout)")
+    assert ret.kind == "statement" and ret.text == "return self.a(y), self.b(y)"
+    assert [c.kind for c in ret.children] == ["parallel"]
+
+
+def test_library_modules_group_nothing():
+    # every op of an nn.Sequential / nn.TransformerEncoderLayer points at the one line that called it
+    seq, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), torch.randn(1, 4)
+    g = run(seq, x)
+    assert str(g.tree(ops=True, statements=True)) == str(g.tree(ops=True))
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    g = run(layer, torch.randn(1, 5, 16), train=True)
+    assert str(g.tree(statements=True)) == str(g.tree())
+
+
+def test_resnet50_bottleneck_lines_hold_one_item_each(resnet50):
+    from dispatchtrace.views.statements import Statements
+
+    # torchvision writes one call per line (out = self.conv1(x), out += identity): nothing to group
+    assert str(resnet50.tree(statements=True)) == str(resnet50.tree())
+    assert str(resnet50.tree(ops=True, statements=True)) == str(resnet50.tree(ops=True))
+    lines = Statements()
+    block = resnet50.find_calls("layer2.0")[0]
+    got = [lines.of(c, block).text for c in block.children]
+    assert got == ["out = self.conv1(x)", "out = self.bn1(out)", "out = self.relu(out)",
+                   "out = self.conv2(out)", "out = self.bn2(out)", "out = self.relu(out)",
+                   "out = self.conv3(out)", "out = self.bn3(out)", "identity = self.downsample(x)",
+                   "out += identity", "out = self.relu(out)"]
+    assert lines.of(resnet50.find_calls("layer2")[0], resnet50.calls[0]) is None  # Bottlenecks are user code
+
+
+def test_cli_statements_flag(capsys, tmp_path):
+    from dispatchtrace.cli import main
+
+    model = str(Path(__file__).parent / "models.py") + ":CoolCNN"
+    out = tmp_path / "tree.txt"
+    assert main([model, "--input", "1x3x32x32", "--depth", "1", "--statements", "-o", str(out), "--tree"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == out.read_text(encoding="utf-8")
+    assert printed == (GOLDEN / "tree_coolcnn_depth1_statements.txt").read_text(encoding="utf-8")
 
 
 # ---- the torchvision zoo (slow) ----------------------------------------------------------------
