@@ -114,6 +114,24 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     that line (``x = (main_path + parallel_path) / 2  models.py:29``); a branch that is one
     statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
     statement and stays alone (see ``views.statements``).
+
+    >>> import torch, dispatchtrace as dt
+    >>> class Net(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.lin = torch.nn.Linear(4, 3)
+    ...     def forward(self, x):
+    ...         y = torch.relu(self.lin(x))
+    ...         return y * 2
+    >>> net, x = Net(), torch.ones(1, 4)
+    >>> with dt.capture(net) as g:
+    ...     _ = net(x)
+    >>> print(g.tree(statements=True))  # doctest: +ELLIPSIS
+    Net  f32[1, 3]
+    ├── y = torch.relu(self.lin(x))  <doctest ...>:6
+    │   ├── lin (Linear)  f32[1, 3]
+    │   └── aten::relu  f32[1, 3]
+    └── aten::mul  f32[1, 3]
     """
     if depth is not None and depth < 0:
         raise ValueError(f"depth must be None (everything) or >= 0 (0 = the model's call), not {depth}")
