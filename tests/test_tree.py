@@ -431,7 +431,9 @@ def test_zoo_tree_shows_every_op_exactly_once(name):
     x = parse_inputs(["1x3x299x299" if name == "inception_v3" else "1x3x224x224"], device="meta")
     with torch.no_grad(), dt.capture(model) as g:
         model(*x)
-    shown = [n.op for n in g.tree(ops=True).walk() if n.kind == "op"]
-    assert len(shown) == len(set(shown)) == len(g.ops)
+    shown_ops = [n.op for n in g.tree(ops=True).walk() if n.kind == "op"]
+    assert len(shown_ops) == len(set(shown_ops)) == len(g.ops)
     calls = [n.call for n in g.tree().walk() if n.kind == "call"]
     assert len(calls) == len(set(calls)) == len(g.calls)
+    # grouping by statement moves nothing: the same calls and ops in the same order
+    assert shown(g.tree(ops=True, statements=True)) == shown(g.tree(ops=True))

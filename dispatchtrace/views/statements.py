@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import os
+import tokenize
 from typing import Any
 
 from ..graph import Call, Op
@@ -32,8 +34,25 @@ def where(source: Any) -> str:
 
 
 def label(source: Any) -> str:
-    """The statement's text, or where it is when the text could not be read."""
-    return source.text or f"{where(source)} in {source.function}"
+    """The statement's text without a trailing comment, or where it is when the text could not be read.
+
+    >>> from dispatchtrace.source import Source
+    >>> label(Source("net.py", 3, "Net.forward", "y = f(x, '#')  # noqa: T484"))
+    "y = f(x, '#')"
+    """
+    return _code(source.text) or f"{where(source)} in {source.function}"
+
+
+def _code(text: str) -> str:
+    if "#" not in text:
+        return text
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                return text[:tok.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement
+        pass
+    return text
 
 
 class Statements:
