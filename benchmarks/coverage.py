@@ -27,10 +27,16 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000
+    return f"{ms:.1f}" if ms < 10 else f"{ms:.0f}"
+
+
 def _meta(row: zoo.Row) -> str:
     if row.unsupported:
         return "unsupported"
-    return ("ok" if row.ok else "**FAILED**") + f" ({row.ops} ops)"
+    replay = "" if row.replay == "ok" else f", replay {row.replay}"
+    return ("ok" if row.ok else "**FAILED**") + f" ({row.ops} ops{replay})"
 
 
 def table(pairs: list[tuple[zoo.Row, zoo.Row]]) -> list[str]:
@@ -46,8 +52,8 @@ def table(pairs: list[tuple[zoo.Row, zoo.Row]]) -> list[str]:
         yes = {True: "yes", False: "**NO**"}
         lines.append(
             f"| {name} | {cpu.ops} | {cpu.calls} | {yes[cpu.calls_match]} | {yes[cpu.ops_match]} | "
-            f"{cpu.replay if cpu.replay == 'ok' else '**' + cpu.replay + '**'} | {cpu.ratio:.2f} | "
-            f"{cpu.plain_s * 1000:.0f} | {_meta(meta)} |"
+            f"{cpu.replay if cpu.replay.startswith('ok') else '**' + cpu.replay + '**'} | {cpu.ratio:.2f} | "
+            f"{_ms(cpu.plain_s)} | {_meta(meta)} |"
         )
     return lines
 
@@ -85,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - start
     if opts.only:
         return 0
-    failing = [c.name for c, m in pairs if not (c.ok and m.ok and (c.unsupported or c.replay == "ok"))]
+    failing = [c.name for c, m in pairs if not (c.ok and m.ok and (c.unsupported or c.replay.startswith("ok")))]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
     text = [
         "# Model-zoo coverage",
         "",
@@ -97,11 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         "forward under `dt.capture` over a plain forward, each the best of three (noisy for models under ~10 ms).",
         "",
         f"torch {torch.__version__}, torchvision {torchvision.__version__}, Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPU cores, {len(pairs)} models, {total:.0f} s in all. "
+        f"{os.cpu_count()} CPU cores (load average {load} at the end: other jobs share them, so ratios are indicative), "
+        f"{len(pairs)} models, {total:.0f} s in all. "
         f"{len(pairs) - len(failing)} pass every check; {len(failing)} do not"
         + (f": {', '.join(failing)}." if failing else "."),
         "",
         *table(pairs),
+        "",
+        "*ok with origins*: the record alone leaves some reads ambiguous (after an in-place write to storage",
+        "shared by same-shaped outputs of one op, as in LSTM and GRU cells); `dt.verify` resolves them from an",
+        "eager run and the replay then matches. See `docs/replay.md`.",
         "",
         "## Problems and limitations",
         "",

@@ -28,6 +28,8 @@ UNSUPPORTED = {
 }
 # known failures, each a capture limitation reported to the core's owner
 KNOWN: dict[tuple[str, str], str] = {}
+# replays that need `origins` (look-alike outputs read after a shared in-place write: RNN cells)
+NEEDS_ORIGINS = {("nn.GRU", "cpu"), ("nn.GRU", "meta"), ("nn.LSTM", "meta")}
 
 SPECS = zoo.specs()
 
@@ -45,7 +47,8 @@ def test_zoo(spec: zoo.Spec, device: str, request: pytest.FixtureRequest) -> Non
         return
     assert not row.unsupported, row.unsupported
     assert row.problems == []
-    assert row.calls_match and row.ops_match and row.replay == "ok"
+    assert row.calls_match and row.ops_match
+    assert row.replay == ("ok with origins" if (spec.name, device) in NEEDS_ORIGINS else "ok")
     assert row.ops > 0 and row.calls > 0
 
 
@@ -81,3 +84,9 @@ def test_the_checks_can_fail() -> None:
     assert row.problems == [f"{row.ops} ops captured, an empty dispatch mode counted {row.ops + 1}"]
     ok = zoo.run(zoo.Spec("linear", lambda: nn.Linear(2, 2), lambda: ((torch.randn(1, 2),), {})), "meta")
     assert ok.ok and ok.replay == "ok" and ok.ops == 2
+
+
+def test_docs_coverage_lists_every_zoo_model() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "coverage.md").read_text()
+    missing = [s.name for s in SPECS if f"| {s.name} " not in text]
+    assert not missing, f"docs/coverage.md is stale; run .venv/bin/python benchmarks/coverage.py (missing {missing})"
