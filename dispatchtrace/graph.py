@@ -79,6 +79,7 @@ class Call:
     repeat: int = 1
     params: int | None = None
     self_params: int | None = None
+    source: Source | None = None
     _module: Any = None
 
     @property

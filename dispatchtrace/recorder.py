@@ -29,6 +29,7 @@ class Recorder:
     def __init__(self, model: Any, *, source: bool = True) -> None:
         self.graph = Graph()
         self._sites: list[Site | None] | None = [] if source else None
+        self._call_sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
         self.tracker = Tracker(self._classify)
         self.stack: list[Call] = [self.graph.root]
@@ -60,6 +61,8 @@ class Recorder:
         self._counts[key] = index + 1
         self._call_keys.append(key)
         call = new_call(self.names.path(module), type(module).__name__, index, parent, module)
+        if self._call_sites is not None:
+            self._call_sites.append(user_site(2))
         read = self.tracker.read
         if parent is self.graph.root:
             named = list(leaves(args))
@@ -184,10 +187,12 @@ class Recorder:
                 outs.update(dict.fromkeys(child.outputs))
         graph.outputs = list(outs)
         _add_dataflow_inputs(graph)
-        if self._sites is not None:
+        if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
             for op, site in zip(graph.ops, self._sites):
                 op.source = table.resolve(site)
+            for call, site in zip(graph.calls, self._call_sites):
+                call.source = table.resolve(site)
         graph.error = error
         graph.complete = True
         self.tracker.close()

@@ -202,6 +202,14 @@ def to_json(graph: Graph) -> dict[str, Any]:
     ops = []
     sources: list[Any] = []
     source_ix: dict[Any, int] = {}
+
+    def source_index(source: Any) -> int:
+        key = _key(source)
+        if key not in source_ix:
+            source_ix[key] = len(sources)
+            sources.append(_record(source))
+        return source_ix[key]
+
     for op in graph.ops:
         scan(op.args)
         scan(op.kwargs)
@@ -213,23 +221,21 @@ def to_json(graph: Graph) -> dict[str, Any]:
         }
         if op.phase != "forward":
             entry["phase"] = op.phase
-        source = getattr(op, "source", None)
-        if source is not None:
-            key = _key(source)
-            if key not in source_ix:
-                source_ix[key] = len(sources)
-                sources.append(_record(source))
-            entry["source"] = source_ix[key]
+        if op.source is not None:
+            entry["source"] = source_index(op.source)
         ops.append(entry)
 
     call_entries = []
     for call in calls:
         children = [["call", call_ix[id(c)]] if isinstance(c, Call) else ["op", op_ix[id(c)]] for c in call.children]
-        call_entries.append({
+        call_entry = {
             "path": call.path, "type": call.type, "index": call.index, "depth": call.depth,
             "parent": None if call.parent is None else call_ix[id(call.parent)], "repeat": call.repeat,
             "inputs": ids(call.inputs), "outputs": ids(call.outputs), "children": children,
-        })
+        }
+        if call.source is not None:
+            call_entry["source"] = source_index(call.source)
+        call_entries.append(call_entry)
     graph_inputs, graph_outputs = ids(graph.inputs), ids(graph.outputs)
     tensors = [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
                 None if r.producer is None else op_ix[id(r.producer)], r.kind, r.name, r.slot]
@@ -328,11 +334,10 @@ def _build(data: dict[str, Any]) -> Graph:
         for p in op.producers:
             p.users.append(op)
         if o.get("source") is not None:
-            try:
-                op.source = sources[o["source"]]
-            except AttributeError:  # an Op without a source field
-                pass
+            op.source = sources[o["source"]]
     for call, c in zip(calls, data["calls"], strict=True):
+        if c.get("source") is not None:
+            call.source = sources[c["source"]]
         call.inputs = tuple(refs[r] for r in c["inputs"])
         call.outputs = tuple(refs[r] for r in c["outputs"])
         for kind, ix in c["children"]:

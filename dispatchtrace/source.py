@@ -11,6 +11,7 @@ from types import CodeType
 import torch
 
 _INTERNAL = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
+_USER = (os.path.join(os.path.dirname(__file__), "models.py"),)  # the bundled demo models are user code
 _internal_code: dict[CodeType, bool] = {}
 
 Site = tuple[CodeType, int]
@@ -37,7 +38,8 @@ def user_site(skip: int = 1) -> Site | None:
         code = frame.f_code
         inside = cache.get(code)
         if inside is None:
-            inside = cache[code] = code.co_filename.startswith(_INTERNAL)
+            name = code.co_filename
+            inside = cache[code] = name.startswith(_INTERNAL) and name not in _USER
         if not inside:
             return code, frame.f_lineno
         frame = frame.f_back

@@ -148,3 +148,22 @@ def test_op_count_matches_empty_dispatch_mode() -> None:
         assert len(g.ops) == counter.n, name
         assert [op.index for op in g.ops] == list(range(len(g.ops)))
         assert len({op.name for op in g.ops}) == len(g.ops)
+
+
+def test_calls_and_ops_know_the_line_that_issued_them() -> None:
+    from dispatchtrace.models import CoolCNN as Bundled
+
+    model = Bundled()
+    x = torch.randn(1, 3, 32, 32)
+    with dt.capture(model) as g:
+        model(x)
+    by_path = {c.label: c for c in g.calls}
+    assert by_path["initial_conv"].source.text == "main_path = self.max_pool(torch.relu(self.initial_conv(x)))"
+    assert by_path["max_pool#1"].source.text.startswith("parallel_path = ")
+    assert by_path["CoolCNN"].source.function == "test_calls_and_ops_know_the_line_that_issued_them"
+    add = next(op for op in g.ops if op.target == "aten.add.Tensor")
+    assert add.source.text == "x = (main_path + parallel_path) / 2"
+    assert add.source.function == "CoolCNN.forward" and add.source.file.endswith("models.py")
+    with dt.capture(model, source=False) as g2:
+        model(x)
+    assert all(op.source is None for op in g2.ops) and all(c.source is None for c in g2.calls)

@@ -199,7 +199,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view",
              "producers", "users", "phase", "source"},
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
-               "params", "self_params", "_module"},
+               "params", "self_params", "source", "_module"},
         TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name", "slot"},
     }
     for cls, known in saved.items():

@@ -336,9 +336,10 @@ class Net(nn.Module):
 def test_user_defined_submodules_keep_their_own_lines():
     g = run(Net(), torch.randn(1, 4))
     root = g.tree(statements=True).root
-    par, add, z = root.children
-    # a Block's ops all point into Block.forward: the line that called it is unknown, so the two
-    # Blocks are neither grouped with the add nor with each other (same Block line, other calls)
+    sum_, z = root.children
+    # each Block call knows the line that called it (Call.source), so both join the statement
+    assert (sum_.kind, sum_.text) == ("statement", "y = self.a(x) + self.b(x)")
+    par, add = sum_.children
     assert par.kind == "parallel" and [b.text for b in par.children] == ["branch 1", "branch 2"]
     assert (add.kind, add.text) == ("op", "aten::add")
     assert (z.kind, z.text) == ("statement", "z = torch.sigmoid(self.head(y))")
@@ -367,15 +368,13 @@ class Heads(nn.Module):
 
 def test_whole_parallel_blocks_and_opless_calls_join_their_statement():
     root = run(Heads(), torch.randn(1, 4)).tree(statements=True).root
-    sum_, chain, drop2, ret = root.children
+    sum_, chain, ret = root.children
     assert sum_.text == "y = self.a(x) + self.b(x)"
     assert [c.kind for c in sum_.children] == ["parallel", "op"]
     assert [b.text for b in sum_.children[0].children] == ["branch 1", "branch 2"]  # not named again
-    # eval Dropout runs no ops, so its line is unknown: between two items of a statement it joins
-    # it; at the statement's edge it cannot be told from a line of its own and stays outside
+    # eval Dropout runs no ops; the line that called it still places it in its statement
     assert chain.text == "y = self.drop2(self.b(self.drop1(torch.tanh(y))))"
-    assert texts(chain) == ["aten::tanh", "drop1 (Dropout)", "b #1 (Linear)"]
-    assert (drop2.kind, drop2.text) == ("call", "drop2 (Dropout)")
+    assert texts(chain) == ["aten::tanh", "drop1 (Dropout)", "b #1 (Linear)", "drop2 (Dropout)"]
     assert ret.kind == "statement" and ret.text == "return self.a(y), self.b(y)"
     assert [c.kind for c in ret.children] == ["parallel"]
 
@@ -403,7 +402,7 @@ def test_resnet50_bottleneck_lines_hold_one_item_each(resnet50):
                    "out = self.conv2(out)", "out = self.bn2(out)", "out = self.relu(out)",
                    "out = self.conv3(out)", "out = self.bn3(out)", "identity = self.downsample(x)",
                    "out += identity", "out = self.relu(out)"]
-    assert lines.of(resnet50.find_calls("layer2")[0], resnet50.calls[0]) is None  # Bottlenecks are user code
+    assert lines.of(resnet50.find_calls("layer2")[0], resnet50.calls[0]).text == "x = self.layer2(x)"
 
 
 def test_cli_statements_flag(capsys, tmp_path):
