@@ -337,3 +337,15 @@ def test_in_place_write_through_a_view() -> None:
 
 def test_coolcnn_model_is_the_seed() -> None:
     assert isinstance(CoolCNN()(torch.randn(1, 3, 32, 32)), torch.Tensor)
+
+
+def test_batch_norm_bookkeeping_is_hidden_in_training() -> None:
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).train()
+    g = traced(model, torch.randn(2, 3, 8, 8))
+    counters = [op for op in g.ops if op.mutated and op.mutated[0].name == "1.num_batches_tracked"]
+    assert len(counters) == 1
+    shown = {n.op for n in g.collapse("ops").nodes if n.op is not None}
+    assert counters[0] not in shown
+    assert counters[0] in {n.op for n in g.collapse("ops", dead=True).nodes}
+    bn = next(op for op in g.ops if op.target == "aten.native_batch_norm.default")
+    assert bn in shown and {r.kind for r in bn.mutated} == {"buffer"}

@@ -179,3 +179,11 @@ def test_svg_of_resnet50_default_and_ops(resnet: dt.Graph) -> None:
 def test_pdf_and_png_are_real_files(cool: dt.Graph) -> None:
     assert run_dot(to_dot(cool, 1), "pdf").startswith(b"%PDF")
     assert run_dot(to_dot(cool, 1), "png").startswith(b"\x89PNG")
+
+
+def test_fast_layout_for_dense_graphs(cool: dt.Graph) -> None:
+    quality = to_dot(cool, 1).source
+    fast = to_dot(cool, 1, layout="fast").source
+    assert "nslimit" not in quality and 'label="f32[1, 2048]"' in quality
+    assert "nslimit=0.2" in fast and 'xlabel="f32[1, 2048]"' in fast
+    assert to_dot(cool, 1, layout="quality").source == quality

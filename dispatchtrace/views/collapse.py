@@ -124,13 +124,18 @@ def _is_leaf(call: Call) -> bool:
     return not any(isinstance(c, Call) for c in call.children)
 
 
+_FLOWING = ("input", "activation")
+
+
 def _is_dead(op: Op, outputs: set[tuple[int, int]]) -> bool:
-    """An unused ``aten::detach`` (autograd saving a tensor) or an allocation nothing reads."""
-    if op.users or op.mutated or any((r.storage, r.version) in outputs for r in op.outputs):
+    """Bookkeeping nothing reads: an unused ``aten::detach`` (autograd saving a tensor for
+    backward), or an op that touches no activation, such as batch norm's scratch
+    ``aten::empty`` or its ``num_batches_tracked.add_(1)``."""
+    if op.users or any(r.kind in _FLOWING for r in op.mutated) or any((r.storage, r.version) in outputs for r in op.outputs):
         return False
     if op.target == "aten.detach.default":
         return True
-    return not any(r.kind in ("input", "activation") for r in op.inputs)
+    return not any(r.kind in _FLOWING for r in op.inputs)
 
 
 def _check_depth(depth: object) -> None:
@@ -180,8 +185,9 @@ def collapse(
     ``AUTO_MAX_NODES`` nodes.
     ``predicate``: also collapse every call it accepts (the outermost collapsed call wins).
     ``fold``: show a run of identical, chained sibling calls once, with their count.
-    ``params``: show parameters, buffers and constants as nodes. ``dead``: show unused
-    ``aten::detach`` ops and allocations nothing reads (hidden by default).
+    ``params``: show parameters, buffers and constants as nodes. ``dead``: show the
+    bookkeeping ops nothing reads (unused ``aten::detach``, and ops that touch no
+    activation: scratch allocations, ``num_batches_tracked`` counters), hidden by default.
 
     >>> import torch, dispatchtrace as dt
     >>> net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.ones(1, 4)
