@@ -349,3 +349,57 @@ def test_batch_norm_bookkeeping_is_hidden_in_training() -> None:
     assert counters[0] in {n.op for n in g.collapse("ops", dead=True).nodes}
     bn = next(op for op in g.ops if op.target == "aten.native_batch_norm.default")
     assert bn in shown and {r.kind for r in bn.mutated} == {"buffer"}
+
+
+def test_a_forward_that_raises_still_shows_the_failing_call() -> None:
+    class Bad(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), nn.Linear(5, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(self.a(x))
+
+    model, x = Bad(), torch.ones(1, 4)
+    with pytest.raises(RuntimeError), dt.capture(model) as g:
+        model(x)
+    assert g.error is not None
+    cg = g.collapse(1)
+    chain(cg, "x", "a", "b")
+    assert not any(n.kind == "output" for n in cg.nodes)
+
+
+def test_two_inputs_two_outputs() -> None:
+    class Two(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.lin(x), self.lin(y) * 2
+
+    g = traced(Two(), torch.ones(1, 4), torch.zeros(1, 4))
+    cg = g.collapse(1)
+    chain(cg, "x", "lin#0", "output")
+    chain(cg, "y", "lin#1", "mul", "output")
+    assert [len(e.tensors) for e in cg.edges if e.dst.kind == "output"] == [1, 1]
+
+
+ZOO = ["googlenet", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t", "densenet121",
+       "inception_v3", "shufflenet_v2_x0_5", "regnet_y_400mf"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ZOO)
+def test_model_zoo_collapses_to_dags(name: str) -> None:
+    kwargs = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
+    model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
+    size = 299 if name == "inception_v3" else 224
+    g = traced(model, torch.randn(1, 3, size, size), grad=False)
+    for depth in (0, 1, 2, 3, None):
+        for fold in (False, True):
+            cg = g.collapse(depth, fold=fold)
+            assert_acyclic(cg)
+            assert all(e.src is not e.dst for e in cg.edges)
+    assert len(g.collapse(0)) == 3
+    assert len(collapse(g, "auto", fold=True)) <= 150

@@ -315,13 +315,14 @@ class _Builder:
                 tensors.append(r)
 
     def _empty_calls(self) -> list[tuple[Call, tuple[int, int]]]:
-        """Collapsed calls that ran no op (``Dropout`` in eval, ``Identity``), with when they ran."""
+        """Collapsed calls that ran no shown op (``Dropout`` in eval, ``Identity``, a call that
+        failed early), with when they ran."""
         found: list[tuple[Call, tuple[int, int]]] = []
         seen = 0
         for child in self.g.root.walk():
             if isinstance(child, Op):
                 seen += 1
-            elif self.owner.get(child) is child and next(child.all_ops(), None) is None:
+            elif self.owner.get(child) is child and all(op in self.hidden for op in child.all_ops()):
                 found.append((child, (seen, len(found))))
         return found
 
