@@ -187,3 +187,12 @@ def test_fast_layout_for_dense_graphs(cool: dt.Graph) -> None:
     assert "nslimit" not in quality and 'label="f32[1, 2048]"' in quality
     assert "nslimit=0.2" in fast and 'xlabel="f32[1, 2048]"' in fast
     assert to_dot(cool, 1, layout="quality").source == quality
+
+
+def test_call_tooltips_say_where_the_call_was_made(cool: dt.Graph) -> None:
+    where = getattr(cool.calls[1], "source", None)
+    if where is None:
+        pytest.skip("this core records no call source")
+    src = to_dot(cool, 1).source
+    assert f"called at {where}".replace("\\", "\\\\") in src
+    assert "called at" not in to_dot(cool, 1, source=False).source

@@ -79,7 +79,8 @@ def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
         ins = ", ".join(r.label for r in node.call.inputs) or "()"
         outs = ", ".join(r.label for r in node.outputs) or "()"
         count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
-        return text(node.label, f"{ins} -> {outs}", count)
+        where = getattr(node.call, "source", None) if source else None
+        return text(node.label, f"{ins} -> {outs}", count, *([f"called at {where}"] if where else []))
     refs = [f"{r.ref}: {r.label} ({r.kind})" for r in node.outputs]
     return text(*refs) if refs else text(node.label)
 
