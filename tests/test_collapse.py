@@ -19,7 +19,7 @@ def names(nodes: list[Node]) -> list[str]:
 
 def chain(cg: CollapsedGraph, *path: str) -> None:
     """Assert that ``path`` is a chain of edges, each node's only successor the next one."""
-    for a, b in zip(path, path[1:]):
+    for a, b in zip(path, path[1:], strict=False):
         assert names(cg.successors(cg.node(a))) == [b], (a, b)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Literal
 
 import graphviz
 
@@ -18,7 +18,7 @@ FAST_EDGES = 300
 """``layout="auto"`` switches to the fast layout above this many edges."""
 FAST_GRAPH_ATTR = {"nslimit": "0.2", "nslimit1": "0.2", "mclimit": "0.2"}
 """Fewer network-simplex and crossing-minimisation passes: dense graphs lay out in seconds."""
-DiagramDepth = Union[int, None, Literal["ops", "auto"]]
+DiagramDepth = int | None | Literal["ops", "auto"]
 
 GRAPH_ATTR = {
     "fontname": "Helvetica",

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal, Union
+from typing import Literal
 
 from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
-from .fold import Folding, Run, fold as fold_ops, range_label, runs
+from .fold import Folding, Run, range_label, runs
+from .fold import fold as fold_ops
 
 NodeKind = Literal["input", "output", "call", "op", "tensor"]
-Depth = Union[int, None, Literal["ops", "auto"]]
+Depth = int | None | Literal["ops", "auto"]
 Predicate = Callable[[Call], bool]
 
 AUTO_MAX_NODES = 150
@@ -210,7 +212,7 @@ def collapse(
     return _Builder(graph, depth, predicate, fold, params, dead).build()  # type: ignore[arg-type]
 
 
-Origin = Union[Op, Call, None]  # where a tensor comes from: an op, an empty call passing it on, or outside
+Origin = Op | Call | None  # where a tensor comes from: an op, an empty call passing it on, or outside
 
 
 class _Builder:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator, Union
 
 from ..graph import Call, Graph, Op
 
@@ -84,7 +84,7 @@ def _runs_in(parent: Call) -> Iterator[Run]:
             current, sig = [], None
 
 
-Item = Union[Op, Call]
+Item = Op | Call
 
 
 @dataclass(frozen=True, slots=True)
