@@ -196,3 +196,14 @@ def test_call_tooltips_say_where_the_call_was_made(cool: dt.Graph) -> None:
     src = to_dot(cool, 1).source
     assert f"called at {where}".replace("\\", "\\\\") in src
     assert "called at" not in to_dot(cool, 1, source=False).source
+
+
+@needs_dot
+def test_resnet50_bottleneck_predicate_diagram(resnet: dt.Graph) -> None:
+    folded = resnet.to_dot(predicate=lambda call: call.type == "Bottleneck").source
+    assert 'label="layer3.1–5 (Bottleneck) ×5"' in folded
+    dot = resnet.to_dot(predicate=lambda call: call.type == "Bottleneck", fold=False)
+    boxes = re.findall(r'label="(layer\d\.\d) \(Bottleneck\)"', dot.source)
+    assert boxes == [f"layer{i}.{j}" for i, n in enumerate((3, 4, 6, 3), 1) for j in range(n)]
+    assert 'label="conv1 (Conv2d)"' in dot.source and 'label="fc (Linear)"' in dot.source
+    assert len(svg_nodes(run_dot(dot, "svg"))) == len(re.findall(r"^\s*n\d+ \[label=", dot.source, re.M))
