@@ -135,7 +135,9 @@ def digraph(
                 continue
             with container.subgraph(name=f"cluster_{item.id}") as sub:
                 attrs = FOLD_CLUSTER if item.fold > 1 else CLUSTER
-                sub.attr(label=text(item.label), tooltip=text(item.label), **attrs)
+                where = getattr(item.call, "source", None) if source else None
+                tip = text(item.label, *([f"called at {where}"] if where else []))
+                sub.attr(label=text(item.label), tooltip=tip, **attrs)
                 emit(sub, item.id)
 
     emit(dot, None)
