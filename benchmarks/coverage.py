@@ -73,7 +73,7 @@ def notes(pairs: list[tuple[zoo.Row, zoo.Row]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="run only models whose name contains one of these (no file written)")
-    parser.add_argument("--repeat", type=int, default=3, help="time the best of this many forwards (default 3)")
+    parser.add_argument("--repeat", type=int, default=3, help="time this many (plain, captured) pairs (default 3)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "coverage.md"))
     opts = parser.parse_args(argv)
     specs = [s for s in zoo.specs() if not opts.only or any(w in s.name for w in opts.only)]
@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         "device: the capture's module calls equal, in order, what a plain global forward pre-hook sees; `len(g.ops)`",
         "equals the count of an empty `TorchDispatchMode`; `g.to_fx(model)` replays the outputs",
         "(`dt.verify`: values on CPU, shapes and dtypes on meta). *capture / plain* is the wall time of one",
-        "forward under `dt.capture` over a plain forward, each the best of three (noisy for models under ~10 ms).",
+        "forward under `dt.capture` over a plain forward: the median over three back-to-back pairs",
+        "(noisy for models under ~10 ms); *plain ms* is the best plain forward.",
         "",
         f"torch {torch.__version__}, torchvision {torchvision.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPU cores (load average {load} at the end: other jobs share them, so ratios are indicative), "

@@ -6,6 +6,7 @@ Used by ``benchmarks/coverage.py`` (writes ``docs/coverage.md``) and ``tests/tes
 from __future__ import annotations
 
 import contextlib
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
@@ -114,12 +115,16 @@ class Row:
     replay: str = "not run"
     plain_s: float = 0.0
     capture_s: float = 0.0
+    pair_ratios: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     unsupported: str = ""
     note: str = ""
 
     @property
     def ratio(self) -> float:
+        """Median of (captured / plain) over back-to-back pairs; else best capture over best plain."""
+        if self.pair_ratios:
+            return statistics.median(self.pair_ratios)
         return self.capture_s / self.plain_s if self.plain_s else float("nan")
 
     @property
@@ -160,8 +165,8 @@ def _to(device: Device, value: Any) -> Any:
 def run(spec: Spec, device: Device, *, replay: bool = True, repeat: int = 0) -> Row:
     """Build ``spec`` on ``device``, run the four checks; never raises for the model's sake.
 
-    Times are the best of ``repeat`` runs (plain: of ``repeat + 1``, the first warms caches;
-    capture: at least one). ``repeat=0`` (the tests) spends as few forwards as it can.
+    ``repeat`` back-to-back (plain, captured) pairs give the ratio (their median); ``repeat=0``
+    (the tests) spends as few forwards as it can: the warm-up is the plain time, one capture.
     """
     row = Row(spec.name, device, note=spec.note)
     torch.manual_seed(0)
@@ -184,18 +189,22 @@ def run(spec: Spec, device: Device, *, replay: bool = True, repeat: int = 0) -> 
             text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
             row.unsupported = f"{type(exc).__name__}: {text}"
             return row
-        row.plain_s = first
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            model(*args, **kwargs)
-            row.plain_s = min(row.plain_s, time.perf_counter() - t0)
+        # plain and captured forwards alternate, so both meet the same load; each time is the best
+        row.plain_s, row.capture_s = first, float("inf")
         before = clone_tensors((args, kwargs))
-        row.capture_s = float("inf")
         for _ in range(max(repeat, 1)):
+            if repeat:
+                t0 = time.perf_counter()
+                model(*args, **kwargs)
+                plain = time.perf_counter() - t0
+                row.plain_s = min(row.plain_s, plain)
             t0 = time.perf_counter()
             with dt.capture(model) as g:
                 out = model(*args, **kwargs)
-            row.capture_s = min(row.capture_s, time.perf_counter() - t0)
+            taken = time.perf_counter() - t0
+            row.capture_s = min(row.capture_s, taken)
+            if repeat:
+                row.pair_ratios.append(taken / plain)
         hooks, count = hooked_forward(model, args, kwargs)
         row.ops, row.calls = len(g.ops), len(g.calls)
         paths = [c.path for c in g.calls]
