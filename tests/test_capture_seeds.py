@@ -8,29 +8,7 @@ import torchvision
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
-
-
-class CoolCNN(nn.Module):
-    """The first seed's model, verbatim."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.initial_conv = nn.Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding=1)
-        self.parallel_conv = nn.Conv2d(in_channels=3, out_channels=16, kernel_size=3, padding=1)
-        self.secondary_conv = nn.Conv2d(in_channels=16, out_channels=32, kernel_size=3, padding=1)
-        self.max_pool = nn.MaxPool2d(kernel_size=2, stride=2, padding=0)
-        self.fully_connected1 = nn.Linear(32 * 8 * 8, 128)
-        self.output_layer = nn.Linear(128, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        main_path = self.max_pool(torch.relu(self.initial_conv(x)))
-        parallel_path = self.max_pool(torch.relu(self.parallel_conv(x)))
-        x = (main_path + parallel_path) / 2
-        x = self.max_pool(torch.relu(self.secondary_conv(x)))
-        x = x.view(-1, 32 * 8 * 8)
-        x = torch.relu(self.fully_connected1(x))
-        x = self.output_layer(x)
-        return x
+from dispatchtrace.models import CoolCNN
 
 
 class _Count(TorchDispatchMode):
@@ -151,9 +129,7 @@ def test_op_count_matches_empty_dispatch_mode() -> None:
 
 
 def test_calls_and_ops_know_the_line_that_issued_them() -> None:
-    from dispatchtrace.models import CoolCNN as Bundled
-
-    model = Bundled()
+    model = CoolCNN()
     x = torch.randn(1, 3, 32, 32)
     with dt.capture(model) as g:
         model(x)

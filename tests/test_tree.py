@@ -272,7 +272,7 @@ def test_a_model_called_twice_on_the_same_input_gives_two_branches():
 
 @pytest.fixture(scope="module")
 def seed() -> dt.Graph:
-    """The seed's CoolCNN from ``tests/models.py``: its forward is user code, so its lines are sources."""
+    """The seed's CoolCNN (``dispatchtrace.models``): its forward is user code, so its lines are sources."""
     return seed_coolcnn()
 
 
