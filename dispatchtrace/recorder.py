@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import threading
 from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.utils.hooks import RemovableHandle
 
 from .graph import Call, Graph, Op, new_call
 from .names import Names
@@ -37,6 +39,7 @@ class Recorder:
         self._call_keys: list[int] = []
         self._name_counts: dict[str, int] = {}
         self._pending: dict[int, str] = {}
+        self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
         self._n_constants = 0
 
@@ -74,6 +77,26 @@ class Recorder:
         parent.children.append(call)
         self.graph.calls.append(call)
         self.stack.append(call)
+        if module._forward_hooks:
+            self._watch_user_hooks(module, call)
+
+    def _watch_user_hooks(self, module: nn.Module, call: Call) -> None:
+        """The module's own forward hooks run after the global one and may replace its output:
+        a temporary hook, last in line, reads what the call finally returned."""
+        thread = threading.get_ident()
+        handle: RemovableHandle | None = None
+
+        def last(mod: nn.Module, args: Any, output: Any) -> None:
+            if threading.get_ident() != thread:
+                return
+            assert handle is not None
+            handle.remove()
+            if output is not None:
+                read = self.tracker.read
+                call.outputs = _unique([read(t) for t in tensors_in(output)])
+
+        handle = module.register_forward_hook(last, always_call=True)
+        self._late_hooks.append(handle)
 
     def _name_inputs(self, module: nn.Module, tensors: list[tuple[str, Tensor]]) -> None:
         try:
@@ -176,6 +199,9 @@ class Recorder:
     # ---- end of the block ----------------------------------------------------------------------
     def finish(self, error: BaseException | None) -> Graph:
         graph = self.graph
+        for handle in self._late_hooks:  # those a KeyboardInterrupt skipped
+            handle.remove()
+        self._late_hooks.clear()
         del self.stack[1:]
         for call, key in zip(graph.calls, self._call_keys):
             call.repeat = self._counts[key]

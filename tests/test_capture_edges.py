@@ -345,3 +345,20 @@ def test_parameter_counts_outlive_the_model() -> None:
     assert [(c.path, c.params, c.self_params) for c in g.calls] == [
         ("", 40, 0), ("0", 40, 40), ("1", 0, 0), ("2", 40, 40)]
     assert g.root.params == 40
+
+
+def test_call_outputs_are_what_the_module_hooks_finally_return() -> None:
+    model = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    x = torch.ones(1, 2)
+    model.register_forward_hook(lambda m, args, out: out * 3)
+    model[0].register_forward_hook(lambda m, args, out: out + 1)
+    hooks_before = (dict(model._forward_hooks), dict(model[0]._forward_hooks))
+    with dt.capture(model) as g:
+        y = model(x)
+    mul = next(op for op in g.ops if op.target == "aten.mul.Tensor")
+    add = next(op for op in g.ops if op.target == "aten.add.Tensor")
+    assert g.calls[0].outputs == mul.outputs and g.outputs == list(mul.outputs)
+    assert g.calls[1].outputs == add.outputs  # Linear's output after its hook added 1
+    assert (dict(model._forward_hooks), dict(model[0]._forward_hooks)) == hooks_before
+    assert mul.call is g.root and add.call is g.calls[0]
+    torch.testing.assert_close(y, (model[1](model[0](x))) * 3)

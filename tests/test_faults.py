@@ -208,8 +208,6 @@ def test_user_hooks_that_change_a_childs_inputs_and_outputs_replay() -> None:
     torch.testing.assert_close(g.to_fx(model)(x)[0], y)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: g.outputs / Call.outputs hold the top-level call's output before "
-                   "its own forward hooks replace it (the global exit hook runs before module hooks)")
 def test_user_hooks_on_the_model_itself_replay() -> None:
     model, x = Doubled(), torch.randn(2, 4)
     model.register_forward_hook(lambda m, args, out: out * 3)
