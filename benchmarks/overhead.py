@@ -1,12 +1,15 @@
 """Capture overhead: plain forward vs an empty TorchDispatchMode vs dispatchtrace.capture.
 
 Run: .venv/bin/python benchmarks/overhead.py [--repeat 7] [--markdown]
-One process, torch.set_num_threads(1), medians; ratios are taken within this run.
+One process, torch.set_num_threads(1), medians; ratios are taken within this run. Variants run
+interleaved, each after gc.collect(), so none pays for another's garbage (a capture's graph is
+freed by the cyclic collector: its ops and calls point at each other).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -34,16 +37,6 @@ def _models() -> dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]]:
         "vit_b_16": (torchvision.models.vit_b_16, (1, 3, 224, 224)),
         "transformer_encoder_12x512": (encoder, (1, 128, 512)),
     }
-
-
-def _median(fn: Callable[[], object], repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def measure(name: str, device: str, repeat: int) -> dict[str, object]:
@@ -76,6 +69,7 @@ def measure(name: str, device: str, repeat: int) -> dict[str, object]:
             fn()
         for _ in range(repeat):
             for k, fn in fns.items():
+                gc.collect()  # start every run from a clean heap: no run pays for another's garbage
                 t0 = time.perf_counter()
                 fn()
                 rows[k].append(time.perf_counter() - t0)

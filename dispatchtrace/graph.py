@@ -80,6 +80,7 @@ class Call:
     params: int | None = None
     self_params: int | None = None
     source: Source | None = None
+    returned: Any = None
     _module: Any = None
 
     @property

@@ -16,7 +16,7 @@ from .params import count_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
 from .source import Site, SourceTable, user_site
-from .structure import leaves, tensors_in
+from .structure import leaves, template, tensors_in
 from .tensors import Kind, TensorRef
 from .tracker import Tracker
 
@@ -92,8 +92,7 @@ class Recorder:
             assert handle is not None
             handle.remove()
             if output is not None:
-                read = self.tracker.read
-                call.outputs = _unique([read(t) for t in tensors_in(output)])
+                self._returned(call, output)
 
         handle = module.register_forward_hook(last, always_call=True)
         self._late_hooks.append(handle)
@@ -121,7 +120,15 @@ class Recorder:
         call = self.stack[depth]
         del self.stack[depth:]
         if output is not None:
-            read = self.tracker.read
+            self._returned(call, output)
+
+    def _returned(self, call: Call, output: Any) -> None:
+        read = self.tracker.read
+        if isinstance(output, Tensor):
+            call.returned = read(output)
+            call.outputs = (call.returned,)
+        else:
+            call.returned = template(output, read)
             call.outputs = _unique([read(t) for t in tensors_in(output)])
 
     # ---- ops ---------------------------------------------------------------------------------

@@ -235,6 +235,8 @@ def to_json(graph: Graph) -> dict[str, Any]:
         }
         if call.source is not None:
             call_entry["source"] = source_index(call.source)
+        if call.returned is not None:
+            call_entry["returned"] = _value(call.returned)
         call_entries.append(call_entry)
     graph_inputs, graph_outputs = ids(graph.inputs), ids(graph.outputs)
     tensors = [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
@@ -338,6 +340,8 @@ def _build(data: dict[str, Any]) -> Graph:
     for call, c in zip(calls, data["calls"], strict=True):
         if c.get("source") is not None:
             call.source = sources[c["source"]]
+        if c.get("returned") is not None:
+            call.returned = _unvalue(c["returned"], refs)
         call.inputs = tuple(refs[r] for r in c["inputs"])
         call.outputs = tuple(refs[r] for r in c["outputs"])
         for kind, ix in c["children"]:

@@ -51,3 +51,27 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
                 out.extend(tensors_in(v))
         return out
     return [t for _, t in leaves(value)]
+
+
+def template(value: Any, read: Any, _depth: int = 0) -> Any:
+    """``value`` with every tensor replaced by ``read(tensor)``: tuples, lists and dicts kept,
+    namedtuples and dataclasses as dicts of their fields, ``None`` and scalars as they are,
+    other objects as ``None``.
+
+    >>> template({"a": torch.ones(1), "b": [None, 3, torch.zeros(2)]}, lambda t: tuple(t.shape))
+    {'a': (1,), 'b': [None, 3, (2,)]}
+    """
+    if isinstance(value, torch.Tensor):
+        return read(value)
+    if value is None or type(value) in (int, float, bool, str) or _depth > 32:
+        return value if _depth <= 32 else None
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {name: template(getattr(value, name), read, _depth + 1) for name in value._fields}
+    if isinstance(value, (list, tuple)):
+        return type(value)(template(v, read, _depth + 1) for v in value) if type(value) in (list, tuple) \
+            else [template(v, read, _depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {k: template(v, read, _depth + 1) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: template(getattr(value, f.name), read, _depth + 1) for f in dataclasses.fields(value)}
+    return None

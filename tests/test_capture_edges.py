@@ -362,3 +362,21 @@ def test_call_outputs_are_what_the_module_hooks_finally_return() -> None:
     assert (dict(model._forward_hooks), dict(model[0]._forward_hooks)) == hooks_before
     assert mul.call is g.root and add.call is g.calls[0]
     torch.testing.assert_close(y, (model[1](model[0](x))) * 3)
+
+
+def test_the_returned_structure_is_kept() -> None:
+    class M(nn.Module):
+        def forward(self, x):
+            return {"boxes": [x * 2, None], "n": 3, "pair": Pair(x + 1, x - 1)}
+
+    model, x = M(), torch.ones(2)
+    with dt.capture(model) as g:
+        model(x)
+    mul, add, sub = g.ops
+    assert g.calls[0].returned == {"boxes": [mul.outputs[0], None], "n": 3,
+                                   "pair": {"left": add.outputs[0], "right": sub.outputs[0]}}
+    assert g.outputs == [mul.outputs[0], add.outputs[0], sub.outputs[0]]
+    lin, x2 = nn.Linear(2, 2), torch.ones(1, 2)
+    with dt.capture(lin) as g2:
+        lin(x2)
+    assert g2.calls[0].returned is g2.calls[0].outputs[0]

@@ -199,7 +199,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view",
              "producers", "users", "phase", "source"},
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
-               "params", "self_params", "source", "_module"},
+               "params", "self_params", "source", "returned", "_module"},
         TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name", "slot"},
     }
     for cls, known in saved.items():
@@ -208,3 +208,18 @@ def test_every_field_of_the_data_model_is_saved() -> None:
     graph_attrs = set(vars(Graph()))
     assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "backward_ops", "error", "complete"}, (
         f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'backward_ops', 'error', 'complete'})}")
+
+
+def test_returned_structures_round_trip(tmp_path) -> None:
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return {"a": [x * 2, None], "b": (x + 1, 3)}
+
+    model, x = M(), torch.ones(2)
+    with dt.capture(model) as g:
+        model(x)
+    g.save(tmp_path / "t.json")
+    loaded = dt.load(tmp_path / "t.json")
+    got = loaded.calls[0].returned
+    assert got["a"][1] is None and got["b"][1] == 3
+    assert got["a"][0] is loaded.ops[0].outputs[0] and got["b"][0] is loaded.ops[1].outputs[0]
