@@ -12,6 +12,7 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
+from .graph import Call
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
@@ -22,29 +23,6 @@ Constants = Mapping[str, torch.Tensor] | Literal["error", "inputs"]
 
 class ReplayError(RuntimeError):
     """The capture cannot be turned into a graph that runs; the message says which tensor or op."""
-
-
-class AmbiguousRead(ReplayError):
-    """An op reads one of several look-alike outputs of a multi-output op and the record cannot say which."""
-
-
-def ref_leaves(args: Any, kwargs: Mapping[str, Any] | None = None) -> list[TensorRef]:
-    """The ``TensorRef`` leaves of recorded op arguments, in the order ``tensor_leaves`` walks live ones.
-
-    ``origins`` keys (op index, position) count positions in this list.
-    """
-    out: list[TensorRef] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, TensorRef):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
-
-    walk(list(args))
-    walk(list((kwargs or {}).values()))
-    return out
 
 
 def tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
@@ -79,14 +57,18 @@ def resolve_target(target: str) -> Any:
         ) from exc
 
 
-def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error",
-          origins: Mapping[tuple[int, int], int] | None = None) -> fx.GraphModule:
+def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
     """A ``GraphModule`` that re-runs the captured ATen ops, in order, on new inputs.
 
     Its placeholders are ``graph.inputs`` in capture order; it reads parameters and buffers
-    from ``model`` by their dotted names (``get_attr``: the module shares them) and returns the
-    capture's outputs as a flat tuple (``graph.outputs``). In-place ops, views and ``out=`` ops
-    run as they ran, on the replayed tensors.
+    from ``model`` by their dotted names (``get_attr``: the module shares them). In-place ops,
+    views and ``out=`` ops run as they ran, on the replayed tensors.
+
+    It returns what the forward returned, in its structure (``output_structure``): when the
+    capture holds exactly one top-level module call and that call's ``returned`` is known, a
+    tensor stays a tensor and lists, tuples and dicts keep their nesting (namedtuples and
+    dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were).
+    Otherwise (several top-level calls, none) it returns ``graph.outputs`` as a flat tuple.
 
     Tensors that came from outside the capture and are no input, parameter or buffer of
     ``model`` (``kind == "constant"``) cannot be replayed from the record alone. By default that
@@ -94,24 +76,43 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     ``constants="inputs"`` turns them into extra placeholders after the inputs. The placeholder
     order is in ``gm.meta["dispatchtrace_inputs"]``.
 
-    One read the record cannot resolve: after an in-place write to storage shared by several
-    same-shaped outputs of one op (``chunk``, ``unbind``; GRU and LSTM cells do this), a later
-    read of one of them does not say which (``AmbiguousRead``). ``origins`` answers it:
-    ``{(op index, tensor-argument position): output index}``, position counted over
-    ``ref_leaves(op.args, op.kwargs)``, op index ``-1`` for ``graph.outputs``; ``dt.verify``
-    fills it from an eager run.
-
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
     >>> with dt.capture(lin) as g:
     ...     y = lin(x).relu_()
     >>> gm = g.to_fx(lin)
-    >>> torch.equal(gm(x)[0], y)
+    >>> torch.equal(gm(x), y)
     True
     >>> gm.meta["dispatchtrace_inputs"]
     ['input']
     """
-    return _Builder(graph, model, constants, origins or {}).build()
+    return _Builder(graph, model, constants).build()
+
+
+def output_structure(graph: Graph) -> Any:
+    """What ``to_fx``'s GraphModule returns, with refs in place of tensors.
+
+    The ``returned`` of the capture's only top-level call when there is exactly one and it is
+    known; else ``tuple(graph.outputs)``.
+
+    >>> import torch, dispatchtrace as dt
+    >>> class Pair(torch.nn.Module):
+    ...     def forward(self, x):
+    ...         return {"double": [x * 2, None], "n": 3}
+    >>> with dt.capture(Pair()) as g:
+    ...     _ = Pair()(torch.ones(2))
+    >>> output_structure(g)
+    {'double': [TensorRef(%mul: f32[2], storage=1, v0, activation), None], 'n': 3}
+    """
+    returned = top_returned(graph)
+    return tuple(graph.outputs) if returned is None else returned
+
+
+def top_returned(graph: Graph) -> Any:
+    """``returned`` of the capture's only top-level module call; ``None`` when there are several
+    top-level calls, none, or the call's result is unknown (it raised)."""
+    top = [c for c in graph.root.children if isinstance(c, Call)]
+    return top[0].returned if len(top) == 1 else None
 
 
 _PRINTABLE = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.layout,
@@ -129,10 +130,8 @@ def _ident(name: str) -> str:
 class _Builder:
     """One ``to_fx`` call: walks the ops once, mapping every tensor ref to the node that holds it."""
 
-    def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants,
-                 origins: Mapping[tuple[int, int], int]) -> None:
+    def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants) -> None:
         self.g = graph
-        self.origins = origins
         self.model = model
         self.constants = constants
         self.fx = fx.Graph()
@@ -157,8 +156,7 @@ class _Builder:
                 self._placeholder(ref)
         for op in g.ops:
             self._emit(op)
-        outs = tuple(self._node(ref, None) for ref in g.outputs)
-        self.fx.output(outs)
+        self.fx.output(self._result(output_structure(g)))
         gm = fx.GraphModule(self.root, self.fx, class_name="Replay")
         gm.meta["dispatchtrace_inputs"] = list(self.input_names)
         return gm
@@ -237,7 +235,7 @@ class _Builder:
             return node
         producer = ref.producer
         if producer is not None:
-            node = self._refreshed(ref, producer, reader)
+            node = self._refreshed(ref, producer)
         elif ref.kind == "input" or (ref.kind == "constant" and self.constants == "inputs"):
             node = self.external.get((ref.kind, ref.name))
             if node is None:
@@ -251,25 +249,19 @@ class _Builder:
         self.env[ref.id] = node
         return node
 
-    def _refreshed(self, ref: TensorRef, producer: Op, reader: Op | None) -> fx.Node:
-        """A ref made again after its storage was written: find which output of its producer it is."""
-        outs = producer.outputs
-        if len(outs) == 1:
-            return self.env[outs[0].id]
-        same = [o for o in outs if o.storage == ref.storage and o.shape == ref.shape and o.dtype == ref.dtype]
-        if len(same) == 1:
-            return self.env[same[0].id]
-        flat = ref_leaves(reader.args, reader.kwargs) if reader else self.g.outputs
-        position = next((p for p, r in enumerate(flat) if r is ref), None)
-        j = self.origins.get((reader.index if reader else -1, position)) if position is not None else None
-        if j is not None and j < len(outs) and outs[j] in same:
-            return self.env[outs[j].id]
-        where = f"%{reader.name} in {reader.call.label}" if reader else "the capture's outputs"
-        raise AmbiguousRead(
-            f"{where} reads {ref!r}, one of {len(same)} look-alike outputs of %{producer.name} "
-            f"({producer.target}) after their shared storage was written in place; the record does not say "
-            f"which one, so replay cannot choose (a known capture limitation); pass `origins` (dt.verify does)"
-        )
+    def _refreshed(self, ref: TensorRef, producer: Op) -> fx.Node:
+        """A ref made again after its storage was written: the node of its producer's output ``ref.slot``."""
+        return self.env[producer.outputs[ref.slot].id]
+
+    def _result(self, value: Any) -> Any:
+        """The output structure with nodes for refs; the leaves fx prints as code stay constants."""
+        if isinstance(value, TensorRef):
+            return self._node(value, None)
+        if type(value) is list or type(value) is tuple:
+            return type(value)(self._result(v) for v in value)
+        if type(value) is dict:
+            return {k: self._result(v) for k, v in value.items()}
+        return value if type(value) in _PRINTABLE else None
 
     def _arg(self, value: Any, reader: Op) -> Any:
         if isinstance(value, TensorRef):

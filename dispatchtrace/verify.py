@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,8 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .capture import capture
 from .graph import Graph
-from .replay import AmbiguousRead, ReplayError, ref_leaves, tensor_leaves, to_fx
-from .structure import leaves
+from .replay import ReplayError, tensor_leaves, to_fx, top_returned
+from .structure import leaves, template
 
 _graph_task_id = torch._C._current_graph_task_id
 # ops whose outputs hold uninitialized memory: their values are never compared
@@ -50,7 +49,6 @@ class VerifyReport:
     outputs: int
     constants: int
     ok: bool
-    resolved: bool = False
     max_diff: float | None = None
     mismatch: Mismatch | None = None
     error: str | None = None
@@ -62,8 +60,6 @@ class VerifyReport:
         head = f"{self.model}: {self.ops} ops, {self.calls} calls, {self.outputs} output{'s' * (self.outputs != 1)}"
         if self.constants:
             head += f", {self.constants} constants taken from the eager run"
-        if self.resolved:
-            head += ", look-alike reads resolved from the eager run"
         if self.ok:
             diff = f" (max abs diff {self.max_diff:.3g})" if self.max_diff is not None else " (shapes and dtypes only)"
             return f"{head}: replay ok{diff}"
@@ -111,12 +107,7 @@ def check(g: Graph, model: nn.Module, output: Any, args: tuple[Any, ...] = (), k
     constants = _constant_values(g, model, args, kwargs)
     base["constants"] = len(constants)
     try:
-        try:
-            gm = to_fx(g, model, constants=constants)
-        except AmbiguousRead:
-            origins = _origins(model, args, kwargs)
-            gm = to_fx(g, model, constants=constants, origins=origins)
-            base["resolved"] = True
+        gm = to_fx(g, model, constants=constants)
     except ReplayError as exc:
         return VerifyReport(**base, ok=False, error=f"cannot build the replay: {exc}")
     a2, k2 = clone_tensors((args, kwargs))
@@ -124,27 +115,20 @@ def check(g: Graph, model: nn.Module, output: Any, args: tuple[Any, ...] = (), k
     if len(flat) != len(g.inputs):
         return VerifyReport(**base, ok=False, error=f"the forward's positional arguments hold {len(flat)} tensors "
                             f"but the capture saw {len(g.inputs)} inputs")
+    # what the replay returns (replay.output_structure): the forward's output in its structure
+    # (namedtuples and dataclasses as dicts), or its tensors as a flat tuple when that is unknown
+    want = template(output, lambda t: t) if top_returned(g) is not None else tuple(expected)
     try:
         got = gm(*flat)
         failure = None
     except Exception as exc:  # noqa: BLE001 - reported, then located
-        got, failure = (), f"replay raised {type(exc).__name__}: {exc}"
+        got, failure = None, f"replay raised {type(exc).__name__}: {exc}"
     if failure is None:
-        if len(got) != len(expected):
-            failure = f"replay returned {len(got)} tensors, the forward {len(expected)}"
-        else:
-            diff = 0.0 if expected else None
-            for i, (r, e) in enumerate(zip(got, expected)):
-                problem = _compare(r, e)
-                if problem:
-                    failure = f"output {i} differs: {problem}"
-                    break
-                if r.device.type != "meta" and e.numel() and diff is not None:
-                    diff = max(diff, float((r.detach().double() - e.detach().double()).abs().nan_to_num(0.0).max()))
-                elif r.device.type == "meta":
-                    diff = None
-            if failure is None:
-                return VerifyReport(**base, ok=True, max_diff=diff)
+        diffs: list[float | None] = []
+        failure = _compare_structure(got, want, "output", diffs)
+        if failure is None:
+            diff = None if any(d is None for d in diffs) else max(diffs, default=0.0)
+            return VerifyReport(**base, ok=True, max_diff=diff)
     mismatch = _locate(g, gm, model, args, kwargs)
     return VerifyReport(**base, ok=False, error=failure, mismatch=mismatch)
 
@@ -167,6 +151,45 @@ def _unique_tensors(found: Any) -> list[torch.Tensor]:
     for _, t in found:
         seen.setdefault(id(t), t)
     return list(seen.values())
+
+
+def _compare_structure(got: Any, want: Any, path: str, diffs: list[float | None]) -> str | None:
+    """The first difference between the replay's result and the forward's, by access path;
+    ``diffs`` collects each tensor's max abs difference (``None`` on meta)."""
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"{path}: replay returned {type(got).__name__}, the forward a tensor"
+        problem = _compare(got, want)
+        if problem:
+            return f"{path} differs: {problem}"
+        if got.device.type == "meta" or want.device.type == "meta":
+            diffs.append(None)
+        elif want.numel():
+            diffs.append(float((got.detach().double() - want.detach().double()).abs().nan_to_num(0.0).max()))
+        return None
+    if isinstance(want, (list, tuple)):
+        if type(got) is not type(want) or len(got) != len(want):
+            return (f"{path}: replay returned {type(got).__name__} of {_len(got)}, "
+                    f"the forward {type(want).__name__} of {len(want)}")
+        for i, (r, e) in enumerate(zip(got, want, strict=True)):
+            if (problem := _compare_structure(r, e, f"{path}[{i}]", diffs)) is not None:
+                return problem
+        return None
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or list(got) != list(want):
+            keys = list(got) if isinstance(got, dict) else type(got).__name__
+            return f"{path}: replay returned keys {keys}, the forward {list(want)}"
+        for k, e in want.items():
+            if (problem := _compare_structure(got[k], e, f"{path}[{k!r}]", diffs)) is not None:
+                return problem
+        return None
+    if got != want and not (isinstance(want, float) and want != want and isinstance(got, float) and got != got):
+        return f"{path}: replay returned {got!r}, the forward {want!r}"
+    return None
+
+
+def _len(value: Any) -> str:
+    return str(len(value)) if isinstance(value, (list, tuple, dict)) else "?"
 
 
 def _compare(got: torch.Tensor, want: torch.Tensor) -> str | None:
@@ -207,41 +230,12 @@ def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool])
     return probe
 
 
-def _origins(model: nn.Module, args: Any, kwargs: Any) -> dict[tuple[int, int], int]:
-    """For each tensor argument of each op (and each output), which output of its latest producer it is."""
-    latest: dict[int, tuple[weakref.ref[torch.Tensor], int]] = {}
-    origins: dict[tuple[int, int], int] = {}
-
-    def find(t: torch.Tensor) -> int | None:
-        entry = latest.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else None
-
-    def on_op(i: int, func: Any, a: tuple[Any, ...], k: dict[str, Any], out: Any) -> bool:
-        for p, t in enumerate(tensor_leaves((list(a), list(k.values())))):
-            j = find(t)
-            if j is not None:
-                origins[(i, p)] = j
-        for j, t in enumerate(tensor_leaves(out)):
-            latest[id(t)] = (weakref.ref(t), j)
-        return False
-
-    a, k = clone_tensors((args, kwargs))
-    with _Probe(on_op):
-        output = model(*a, **k)
-    for p, t in enumerate(_unique_tensors(leaves(output))):
-        j = find(t)
-        if j is not None:
-            origins[(-1, p)] = j
-    return origins
-
-
 def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any) -> dict[str, torch.Tensor]:
     """Values of the capture's constants (keyword tensors, ``torch.tensor(...)`` in forward), from an eager run."""
     wanted: dict[int, list[tuple[int, str]]] = {}
     seen: set[str] = set()
     for op in g.ops:
-        flat = ref_leaves(op.args, op.kwargs)
-        for pos, ref in enumerate(flat):
+        for pos, ref in enumerate(op.inputs):  # argument order, as tensor_leaves walks the live ones
             if ref.producer is None and ref.kind == "constant" and ref.name not in seen:
                 seen.add(ref.name)
                 wanted.setdefault(op.index, []).append((pos, ref.name))

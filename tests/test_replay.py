@@ -10,7 +10,7 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.replay import AmbiguousRead, ReplayError, resolve_target, tensor_leaves
+from dispatchtrace.replay import ReplayError, output_structure, resolve_target, tensor_leaves
 
 
 def _aten_targets(gm: torch.fx.GraphModule) -> list[str]:
@@ -40,11 +40,12 @@ def test_resnet18_replays_its_outputs_with_the_models_parameters() -> None:
     assert _aten_targets(gm) == [op.target for op in g.ops]
     assert gm.conv1.weight is model.conv1.weight  # get_attr shares, never copies
     assert gm.meta["dispatchtrace_inputs"] == ["x"]
-    (out,) = gm(x)
+    out = gm(x)
+    assert isinstance(out, torch.Tensor)  # the forward returned a tensor, so does the replay
     torch.testing.assert_close(out, y, rtol=0, atol=0)
     # a new input gives the model's answer for that input, not a recorded one
     x2 = torch.randn(1, 3, 32, 32)
-    torch.testing.assert_close(gm(x2)[0], model(x2), rtol=0, atol=0)
+    torch.testing.assert_close(gm(x2), model(x2), rtol=0, atol=0)
 
 
 def test_views_inplace_and_out_ops_replay_as_they_ran() -> None:
@@ -54,7 +55,7 @@ def test_views_inplace_and_out_ops_replay_as_they_ran() -> None:
         want = model(x)
     assert any(op.mutated for op in g.ops) and any(op.is_view for op in g.ops)
     got = g.to_fx(model)(x)
-    assert len(got) == len(want)
+    assert type(got) is tuple and len(got) == len(want)
     for r, e in zip(got, want):
         torch.testing.assert_close(r, e, rtol=0, atol=0)
     # the in-place write through the view reached the tensor returned first: 2 * relu(a + b) + 1
@@ -75,7 +76,7 @@ def test_inputs_mutated_in_forward_are_mutated_by_the_replay_too() -> None:
     gm = g.to_fx(model)
     assert gm.meta["dispatchtrace_inputs"] == ["x"]
     fresh = torch.zeros(3)
-    (out,) = gm(fresh)
+    out = gm(fresh)
     assert fresh.tolist() == [1.0, 1.0, 1.0]
     assert out.tolist() == [2.0, 2.0, 2.0]
 
@@ -105,10 +106,10 @@ def test_constants_are_named_and_refused_unless_supplied() -> None:
     with pytest.raises(ReplayError, match=r"constant _tensor_constant0 \(f32\[3\], first read by %lift_fresh = aten\.lift_fresh\.default in WithConstant\)"):
         g.to_fx(model)
     given = g.to_fx(model, constants={"_tensor_constant0": torch.tensor([1.0, 2.0, 3.0])})
-    torch.testing.assert_close(given(x)[0], y)
+    torch.testing.assert_close(given(x), y)
     as_inputs = g.to_fx(model, constants="inputs")
     assert as_inputs.meta["dispatchtrace_inputs"] == ["x", "_tensor_constant0"]
-    torch.testing.assert_close(as_inputs(x, torch.tensor([1.0, 2.0, 3.0]))[0], y)
+    torch.testing.assert_close(as_inputs(x, torch.tensor([1.0, 2.0, 3.0])), y)
     with pytest.raises(ReplayError, match="not in `constants`"):
         g.to_fx(model, constants={})
 
@@ -121,25 +122,41 @@ def test_parameters_of_another_model_are_refused_by_name() -> None:
         g.to_fx(nn.Identity())
 
 
-def test_look_alike_outputs_after_a_shared_write_are_refused_not_guessed() -> None:
-    class Ambiguous(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y = x * 1
-            a, b = y.chunk(2)
-            y.add_(1)
-            return a - 2 * b
+class SharedWrite(nn.Module):
+    """Two same-shaped chunks of one storage, read after an in-place write to that storage."""
 
-    model, x = Ambiguous(), torch.randn(4, 3)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 1
+        a, b = y.chunk(2)
+        y.add_(1)
+        return a - 2 * b
+
+
+def test_look_alike_outputs_after_a_shared_write_replay_by_slot() -> None:
+    model, x = SharedWrite(), torch.randn(4, 3)
     with dt.capture(model) as g:
         y = model(x)
     assert [op.name for op in g.ops] == ["mul", "split", "add_", "mul_1", "sub"]
-    with pytest.raises(AmbiguousRead, match=r"%mul_1 in Ambiguous reads .* one of 2 look-alike outputs of %split"):
-        g.to_fx(model)
-    # origins says which output each ambiguous read is: (op index, tensor position) -> output index
-    gm = g.to_fx(model, origins={(3, 0): 1, (4, 0): 0})
-    torch.testing.assert_close(gm(x)[0], y)
-    swapped = g.to_fx(model, origins={(3, 0): 0, (4, 0): 1})
-    assert not torch.allclose(swapped(x)[0], y)
+    split, mul_1, sub = g.ops[1], g.ops[3], g.ops[4]
+    # the refs read after the write are new versions, yet each keeps its position among split's outputs
+    b_ref, a_ref = mul_1.inputs[0], sub.inputs[0]
+    assert (a_ref.producer, a_ref.slot, b_ref.producer, b_ref.slot) == (split, 0, split, 1)
+    assert a_ref not in split.outputs and b_ref not in split.outputs
+    gm = g.to_fx(model)
+    torch.testing.assert_close(gm(x), y, rtol=0, atol=0)
+    # no swap is possible: a - 2*b, not b - 2*a
+    a, b = (x + 1).chunk(2)
+    torch.testing.assert_close(gm(x), a - 2 * b)
+    assert not torch.allclose(gm(x), b - 2 * a)
+
+
+def test_lstm_and_gru_cells_replay_from_the_record_alone() -> None:
+    for rnn in (nn.LSTM(4, 6, num_layers=2), nn.GRU(4, 6, bidirectional=True)):
+        x = torch.randn(3, 2, 4)
+        with dt.capture(rnn) as g:
+            want = rnn(x)
+        got = g.to_fx(rnn)(x)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
 
 
 def test_replay_refuses_a_capture_still_recording() -> None:
@@ -160,10 +177,64 @@ def test_ops_with_optional_outputs_use_the_leaves_helper() -> None:
         assert "aten._native_multi_head_attention.default" in targets  # the fused fast path ran
         gm = g.to_fx(mha)
         assert tensor_leaves in [n.target for n in gm.graph.nodes]
-        torch.testing.assert_close(gm(x)[0], want)
+        torch.testing.assert_close(gm(x), (want, None))
 
 
 def test_resolve_target_says_what_to_import() -> None:
     assert resolve_target("aten.add.Tensor") is torch.ops.aten.add.Tensor
     with pytest.raises(ReplayError, match="import the library"):
         resolve_target("nosuchlib.op.default")
+
+
+class Detections(nn.Module):
+    """Returns nested structure with non-tensor leaves, as detection models do."""
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        double = x * 2
+        return {"boxes": [double, None], "n": 3, "pair": (double, x.relu()), "label": "cat"}
+
+
+def test_the_replay_returns_what_the_forward_returned_in_its_structure() -> None:
+    model, x = Detections(), torch.randn(2, 3)
+    with dt.capture(model) as g:
+        want = model(x)
+    structure = output_structure(g)
+    assert list(structure) == ["boxes", "n", "pair", "label"] and structure["n"] == 3
+    got = g.to_fx(model)(x)
+    assert list(got) == ["boxes", "n", "pair", "label"]
+    assert type(got["boxes"]) is list and type(got["pair"]) is tuple
+    assert got["boxes"][1] is None and got["n"] == 3 and got["label"] == "cat"
+    torch.testing.assert_close(got["boxes"], want["boxes"], rtol=0, atol=0)  # (assert_close refuses strings)
+    torch.testing.assert_close(got["pair"], want["pair"], rtol=0, atol=0)
+    assert got["boxes"][0] is got["pair"][0]  # one tensor returned twice stays one tensor
+    assert dt.verify(model, x)
+
+
+def test_namedtuples_come_back_as_dicts_of_their_fields() -> None:
+    from collections import namedtuple
+
+    Out = namedtuple("Out", ["logits", "hidden"])
+
+    class Named(nn.Module):
+        def forward(self, x: torch.Tensor) -> Out:
+            return Out(x.relu(), [x + 1])
+
+    model, x = Named(), torch.randn(3)
+    with dt.capture(model) as g:
+        want = model(x)
+    got = g.to_fx(model)(x)
+    assert list(got) == ["logits", "hidden"]
+    torch.testing.assert_close(got, want._asdict(), rtol=0, atol=0)
+    assert dt.verify(model, x)
+
+
+def test_several_top_level_calls_replay_as_the_flat_tuple_of_their_outputs() -> None:
+    a, b, x = nn.Linear(3, 3), nn.Linear(3, 2), torch.randn(1, 3)
+    owner = nn.ModuleDict({"a": a, "b": b})
+    with dt.capture(owner) as g:
+        h = a(x)
+        y = b(h)
+    assert [c.path for c in g.root.children if isinstance(c, dt.Call)] == ["a", "b"]
+    got = g.to_fx(owner)(x)
+    assert type(got) is tuple and len(got) == 2
+    torch.testing.assert_close(got, (h, y))

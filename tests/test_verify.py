@@ -41,7 +41,7 @@ def test_a_torchvision_model_verifies() -> None:
 def test_the_first_differing_op_is_named_with_its_call_and_source_line() -> None:
     report = dt.verify(Outer(), torch.randn(2, 4))
     assert not report
-    assert report.error is not None and report.error.startswith("output 0 differs")
+    assert report.error is not None and report.error.startswith("output differs: ")
     m = report.mismatch
     assert m is not None
     assert (m.op, m.target, m.call, m.path) == ("add", "aten.add.Tensor", "block.1", "block.1")
@@ -90,17 +90,39 @@ def test_meta_tensors_compare_shapes_only() -> None:
     assert str(report).endswith("replay ok (shapes and dtypes only)")
 
 
-def test_look_alike_reads_are_resolved_from_an_eager_run() -> None:
-    class Ambiguous(nn.Module):
+def test_look_alike_reads_after_a_shared_write_verify_without_an_eager_run() -> None:
+    class SharedWrite(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = x * 1
             a, b = y.chunk(2)
             y.add_(1)
             return a - 2 * b
 
-    report = dt.verify(Ambiguous(), torch.randn(4, 3))
-    assert report and report.resolved, str(report)
-    assert "look-alike reads resolved from the eager run: replay ok" in str(report)
+    report = dt.verify(SharedWrite(), torch.randn(4, 3))
+    assert report and report.max_diff == 0.0, str(report)
+    assert str(report) == "SharedWrite: 5 ops, 1 calls, 1 output: replay ok (max abs diff 0)"
+
+
+class Boxes(nn.Module):
+    """A dict of lists with non-tensor leaves; ``hide`` zeroes one nested tensor behind the replay's back."""
+
+    def __init__(self, hide: bool = False) -> None:
+        super().__init__()
+        self.hide = hide
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        scores = x.sigmoid()
+        if self.hide:
+            scores.detach().numpy()[:] = 0.0
+        return {"boxes": [x * 2, None], "scores": [scores], "n": 3}
+
+
+def test_nested_outputs_are_compared_leaf_by_leaf() -> None:
+    report = dt.verify(Boxes(), torch.randn(2, 4))
+    assert report and report.outputs == 2 and report.max_diff == 0.0, str(report)
+    bad = dt.verify(Boxes(hide=True), torch.randn(2, 4))
+    assert not bad and bad.error is not None
+    assert bad.error.startswith("output['scores'][0] differs: "), bad.error
 
 
 def test_a_capture_that_cannot_be_replayed_says_why() -> None:
