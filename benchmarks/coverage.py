@@ -52,7 +52,7 @@ def table(pairs: list[tuple[zoo.Row, zoo.Row]]) -> list[str]:
         yes = {True: "yes", False: "**NO**"}
         lines.append(
             f"| {name} | {cpu.ops} | {cpu.calls} | {yes[cpu.calls_match]} | {yes[cpu.ops_match]} | "
-            f"{cpu.replay if cpu.replay.startswith('ok') else '**' + cpu.replay + '**'} | {cpu.ratio:.2f} | "
+            f"{cpu.replay if cpu.replay == 'ok' else '**' + cpu.replay + '**'} | {cpu.ratio:.2f} | "
             f"{_ms(cpu.plain_s)} | {_meta(meta)} |"
         )
     return lines
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - start
     if opts.only:
         return 0
-    failing = [c.name for c, m in pairs if not (c.ok and m.ok and (c.unsupported or c.replay.startswith("ok")))]
+    failing = [c.name for c, m in pairs if not (c.ok and m.ok and (c.unsupported or c.replay == "ok"))]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
     text = [
         "# Model-zoo coverage",
@@ -111,10 +111,6 @@ def main(argv: list[str] | None = None) -> int:
         + (f": {', '.join(failing)}." if failing else "."),
         "",
         *table(pairs),
-        "",
-        "*ok with origins*: the record alone leaves some reads ambiguous (after an in-place write to storage",
-        "shared by same-shaped outputs of one op, as in LSTM and GRU cells); `dt.verify` resolves them from an",
-        "eager run and the replay then matches. See `docs/replay.md`.",
         "",
         "## Problems and limitations",
         "",
