@@ -251,7 +251,11 @@ class _Builder:
 
     def _refreshed(self, ref: TensorRef, producer: Op) -> fx.Node:
         """A ref made again after its storage was written: the node of its producer's output ``ref.slot``."""
-        return self.env[producer.outputs[ref.slot].id]
+        outs = producer.outputs
+        if ref.slot >= len(outs) or outs[ref.slot].storage != ref.storage:
+            raise ReplayError(f"{ref!r} says it is output {ref.slot} of %{producer.name}, which has "
+                              f"{len(outs)} outputs of other storage: the record is inconsistent (a capture bug)")
+        return self.env[outs[ref.slot].id]
 
     def _result(self, value: Any) -> Any:
         """The output structure with nodes for refs; the leaves fx prints as code stay constants."""
