@@ -139,6 +139,7 @@ class Graph:
         self.backward_ops: list[Op] = []
         self.error: BaseException | None = None
         self.complete: bool = False
+        self.derived: dict[str, Any] = {}  # caches of views computed from a complete graph (costs)
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)

@@ -271,3 +271,18 @@ def test_gpu_attention_kernels_on_fake_cuda_tensors() -> None:
                 run()
             op = next(op for op in g.ops if op.target == target)
             assert op_flops(op) == counter.get_total_flops() == 2 * (2 * 2 * 8 * 128 * 256 * 64), target
+
+
+def test_a_graph_with_costs_is_freed_when_dropped() -> None:
+    import gc
+    import weakref
+
+    model, x = nn.Linear(3, 3), torch.ones(1, 3)
+    with dt.capture(model) as g:
+        model(x)
+    assert g.costs().total.flops == 18
+    assert costs(g) is g.costs()  # cached
+    ref = weakref.ref(g)
+    del g
+    gc.collect()
+    assert ref() is None

@@ -18,7 +18,6 @@ after the capture on shape-only stand-ins (meta tensors), so the total equals
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -253,16 +252,16 @@ class Costs:
         return self.call(self.graph.root)
 
 
-_cache: weakref.WeakKeyDictionary[Graph, Costs] = weakref.WeakKeyDictionary()
-
-
 def costs(graph: Graph) -> Costs:
-    """The (cached) ``Costs`` of a finished capture; a capture still recording is not cached."""
-    cached = _cache.get(graph)
+    """The (cached) ``Costs`` of a finished capture; a capture still recording is not cached.
+
+    The cache lives on the graph (``graph.derived``), so it goes when the graph goes.
+    """
+    cached = graph.derived.get("costs")
     if cached is None:
         cached = Costs(graph)
         if graph.complete:
-            _cache[graph] = cached
+            graph.derived["costs"] = cached
     return cached
 
 
