@@ -50,9 +50,18 @@ def test_txt_is_the_tree(cool: dt.Graph, tmp_path: Path) -> None:
     assert "max_pool" in path.read_text(encoding="utf-8")
 
 
+def test_each_format_takes_its_own_options(cool: dt.Graph, tmp_path: Path) -> None:
+    txt = cool.render(tmp_path / "cool.txt", depth=1, fold=True, rankdir="LR", ops=True, statements=True)
+    assert txt.read_text(encoding="utf-8") == str(cool.tree(1, ops=True, statements=True)) + "\n"
+    dot = cool.render(tmp_path / "cool.dot", depth=1, fold=False, ops=True, at="max_pool#2")
+    assert dot.read_text(encoding="utf-8") == cool.to_dot(1, fold=False).source
+    for name in ("cool.txt", "cool.dot", "cool.json"):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'.*fold"):
+            cool.render(tmp_path / "new" / name, colour="red")
+    assert not (tmp_path / "new").exists()
+
+
 def test_json_is_the_saved_capture(cool: dt.Graph, tmp_path: Path) -> None:
-    if not hasattr(cool, "save"):
-        pytest.skip("Graph.save is not there yet")
     path = cool.render(tmp_path / "cool.json")
     json.loads(path.read_text(encoding="utf-8"))
     assert len(dt.load(path).ops) == len(cool.ops)

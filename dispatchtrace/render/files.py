@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +47,12 @@ def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **opti
 
     ``.svg`` ``.pdf`` ``.png``: a diagram drawn by ``dot`` (options as ``to_dot``: ``depth``
     ``"auto"``/``None``, an int or ``"ops"``, ``fold``, ``params``, ...). ``.dot`` ``.gv``: its
-    DOT source (no ``dot`` needed). ``.txt``: the nested tree (``graph.tree(depth, **options)``).
-    ``.json``: the capture itself (``graph.save``).
+    DOT source (no ``dot`` needed). ``.txt``: the nested tree (``graph.tree(depth, ...)`` with the
+    tree's options ``ops``, ``at``, ``statements``, ``noise``; a depth that is not an int gives the
+    whole tree). ``.json``: the capture itself (``graph.save``).
+
+    Each format takes its own options and ignores the other's, so one set of options can write
+    several formats; an option neither the tree nor the diagram knows is a ``TypeError``.
 
     >>> import tempfile, torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -57,25 +63,34 @@ def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **opti
     ...     written.name, written.read_text().startswith("digraph")
     ('lin.dot', True)
     """
+    from ..views.tree import tree
+    from .dot import to_dot
+
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; use one of: {', '.join(SUFFIXES)}")
+    tree_options, dot_options = _keywords(tree), _keywords(to_dot)
+    unknown = sorted(set(options) - tree_options - dot_options)
+    if unknown:
+        raise TypeError(f"render() got an unexpected keyword argument {unknown[0]!r}; .txt takes "
+                        f"{', '.join(sorted(tree_options))}; diagrams take {', '.join(sorted(dot_options))}")
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".txt":
-        path.write_text(str(graph.tree(depth if isinstance(depth, int) else None, **options)) + "\n", encoding="utf-8")
+        chosen = {k: v for k, v in options.items() if k in tree_options}
+        path.write_text(str(tree(graph, depth if isinstance(depth, int) else None, **chosen)) + "\n", encoding="utf-8")
         return path
     if suffix == ".json":
-        save = getattr(graph, "save", None)
-        if save is None:
-            raise NotImplementedError("saving a capture as .json needs Graph.save, which this version lacks; write .dot or .txt")
-        save(path)
+        graph.save(path)
         return path
-    from .dot import to_dot
-
-    dot = to_dot(graph, depth, **options)
+    dot = to_dot(graph, depth, **{k: v for k, v in options.items() if k in dot_options})
     if suffix in SOURCE_SUFFIXES:
         path.write_text(dot.source, encoding="utf-8")
         return path
     path.write_bytes(run_dot(dot, suffix[1:], what=str(path)))
     return path
+
+
+def _keywords(function: Callable[..., Any]) -> frozenset[str]:
+    """The keyword-only options of ``function``: what ``render`` passes on to it."""
+    return frozenset(n for n, p in inspect.signature(function).parameters.items() if p.kind is p.KEYWORD_ONLY)
