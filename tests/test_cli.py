@@ -136,7 +136,8 @@ def test_debug_shows_the_traceback():
         ([], ["MODEL"]),
         (["model.py"], ["model.py:ClassName"]),
         (["coolcnn", "--input", "1x3x8x8"], ["forward pass of coolcnn", "1x3x8x8"]),
-        (["coolcnn", "--at", "nope"], ["no module call labelled 'nope'"]),
+        (["coolcnn", "--at", "nope"], ["no module call labelled 'nope'", "' #N'"]),
+        (["coolcnn", "--at", "max_pool"], ["'max_pool' was called 3 times (max_pool#0, max_pool#1, max_pool#2)"]),
     ],
 )
 def test_errors_are_one_line(argv, needles, capsys):
@@ -172,8 +173,9 @@ def test_package_factory_ops_and_depth(capsys):
     assert "│   │   │   └── aten::convolution  f32[1, 16, 32, 32]" in out
 
 
-def test_tree_at_a_call(capsys):
-    assert cli.main(["coolcnn", "--at", "max_pool#2", "--ops"]) == 0
+@pytest.mark.parametrize("at", ["max_pool#2", "max_pool #2"])  # the label, or the tree's own text
+def test_tree_at_a_call(at, capsys):
+    assert cli.main(["coolcnn", "--at", at, "--ops"]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "max_pool #2 (MaxPool2d)  f32[1, 32, 8, 8]",
         "└── aten::max_pool2d_with_indices  f32[1, 32, 8, 8], i64[1, 32, 8, 8]",

@@ -253,9 +253,12 @@ def test_tree_at_a_call_counts_depth_from_it(resnet50):
     assert [c.text for c in par.children[1].children] == ["layer2.0.downsample (Sequential)"]
     assert par.children[1].children[0].children == ()  # depth 1 from the Bottleneck: downsample closed
     assert resnet50.tree(at="layer2.0.relu#2").root.text == "layer2.0.relu #2 (ReLU)"
+    assert resnet50.tree(at="layer2.0.relu #2").root.text == "layer2.0.relu #2 (ReLU)"  # as the tree prints it
     assert resnet50.tree(at=resnet50.calls[3]).root.call is resnet50.calls[3]
-    with pytest.raises(ValueError, match="no module call labelled 'layer9'"):
+    with pytest.raises(KeyError, match=r"no module call labelled 'layer9'.*' #N'"):
         resnet50.tree(at="layer9")
+    with pytest.raises(KeyError, match=r"called 3 times \(layer2.0.relu#0, layer2.0.relu#1"):
+        resnet50.tree(at="layer2.0.relu")
 
 
 def test_a_model_called_twice_on_the_same_input_gives_two_branches():

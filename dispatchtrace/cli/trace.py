@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
                    help="open module calls down to depth N (the model's call is 0); default: all for the tree, a readable depth for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
     p.add_argument("--at", metavar="CALL", default=None,
-                   help="start the tree at this module call (layer1.0, layer1.0.relu#2); --depth counts from it")
+                   help="start the tree at this module call (layer1.0, layer1.0.relu#2 or 'layer1.0.relu #2' as the tree "
+                   "prints it); --depth counts from it")
     p.add_argument("--statements", action="store_true",
                    help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
@@ -75,11 +76,11 @@ def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str =
 
 def tree_of(graph: Graph, depth: int | None, *, ops: bool = False, at: str | None = None,
             statements: bool = False) -> Any:
-    """``graph.tree(...)`` with an unknown ``at`` label as a ``CliError``."""
+    """``graph.tree(...)`` with an unknown or ambiguous ``at`` label as a ``CliError``."""
     try:
         return graph.tree(depth, ops=ops, at=at, statements=statements)
-    except ValueError as e:
-        raise CliError(str(e)) from e
+    except (ValueError, KeyError) as e:
+        raise CliError(str(e.args[0]) if e.args else str(e)) from e
 
 
 def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False, at: str | None = None,

@@ -98,20 +98,38 @@ def calls_of(graph: Graph, module: nn.Module | str) -> list[Call]:
 
 
 def resolve(graph: Graph, ref: CallRef) -> Call:
-    """One call from a ``Call``, a label (``layer1.0.relu#2``), a path called once, or a module called once."""
+    """One call from a ``Call``, a label, a path called once, or a module called once.
+
+    A label is a dotted path with ``#N`` for the N-th call of a module called more than once:
+    ``layer1.0.relu#2``, or ``layer1.0.relu #2`` as the tree prints it.
+
+    >>> import torch, dispatchtrace as dt
+    >>> net, x = torch.nn.Sequential(torch.nn.ReLU()), torch.ones(1)
+    >>> with dt.capture(net) as g:
+    ...     _ = net(net(x))
+    >>> resolve(g, "0#1").index, resolve(g, "0 #1").index, resolve(g, "Sequential #0").index
+    (1, 1, 0)
+    """
     from ..graph import Call
 
     if isinstance(ref, Call):
         return ref
     if isinstance(ref, str):
-        matches = [c for c in graph.calls if c.label == ref] or [c for c in graph.calls if c.path == ref]
+        text = ref.strip()
+        path, hash_, number = text.rpartition("#")
+        if hash_ and number.isdigit():
+            path = path.rstrip()
+            matches = [c for c in graph.calls if (c.path or c.type) == path and c.index == int(number)]
+        else:
+            matches = [c for c in graph.calls if c.label == text] or [c for c in graph.calls if c.path == text]
     else:
         matches = calls_of(graph, ref)
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise KeyError(f"no call {ref!r} in this capture; labels look like {graph.calls[0].label!r}" if graph.calls
-                       else f"no call {ref!r}: the capture recorded no calls")
+        sample = ", ".join(c.label for c in graph.calls[1:4]) or "none were captured"
+        raise KeyError(f"no module call labelled {ref!r}; labels are dotted paths with #N (or ' #N', as the tree "
+                       f"prints it) for a module called more than once ({sample}, ...)")
     labels = ", ".join(c.label for c in matches[:4])
     raise KeyError(f"{ref!r} was called {len(matches)} times ({labels}); name one call by its label")
 

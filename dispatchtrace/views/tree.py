@@ -11,6 +11,7 @@ from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
 from .flow import Flow, dataflow
+from .query import resolve
 from .statements import Statements, key, label, owner, runs, where
 
 NodeKind = Literal["call", "op", "parallel", "branch", "skip", "statement"]
@@ -108,7 +109,8 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with
     only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
     at ``depth``. ``noise="show"`` keeps the ``detach`` ops autograd adds that nothing reads.
-    ``at`` (a call or its label, ``"layer1.0"``, ``"layer1.0.relu#2"``) starts the tree there;
+    ``at`` (a call, a module called once, or a label: ``"layer1.0"``, ``"layer1.0.relu#2"`` or
+    ``"layer1.0.relu #2"`` as the tree prints it; see ``query.resolve``) starts the tree there;
     ``depth`` then counts from it. ``statements=True`` groups consecutive items of one call (sub-calls,
     ops, whole parallel blocks) issued by one source line under a ``statement`` node labelled with
     that line (``x = (main_path + parallel_path) / 2  models.py:29``); a branch that is one
@@ -144,30 +146,10 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
             root = calls[0]
         base = 0
     else:
-        root = at if isinstance(at, Call) else find_call(graph, at)
+        root = resolve(graph, at)
         base = root.depth
     builder = _Builder(None if depth is None else base + depth, ops, noise == "show", Statements() if statements else None)
     return Tree(builder.call(root))
-
-
-def find_call(graph: Graph, label: str) -> Call:
-    """The call labelled ``label`` (``layer1.0.relu#2``), or the first call of the module at that path.
-
-    >>> import torch, dispatchtrace as dt
-    >>> net, x = torch.nn.Sequential(torch.nn.ReLU()), torch.ones(1)
-    >>> with dt.capture(net) as g:
-    ...     _ = net(net(x))
-    >>> find_call(g, "0#1").index, find_call(g, "0").index
-    (1, 0)
-    """
-    for call in graph.calls:
-        if call.label == label or f"{call.path}#{call.index}" == label:
-            return call
-    for call in graph.calls:
-        if call.path == label:
-            return call
-    sample = ", ".join(c.label for c in graph.calls[1:4]) or "none were captured"
-    raise ValueError(f"no module call labelled {label!r}; labels are dotted paths with #N for repeated calls ({sample}, ...)")
 
 
 Child = Call | Op
