@@ -68,6 +68,16 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert "truncated" in capsys.readouterr().err
 
 
+def test_bad_suffix_is_refused_before_anything_is_written(trace: tuple[Path, dt.Graph], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path, g = trace
+    assert main(["render", str(path), "-o", str(tmp_path / "out.dot"), "-o", str(tmp_path / "out.bmp")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("dispatchtrace: error: cannot tell the format of ") and ".svg" in captured.err
+    assert not list(tmp_path.iterdir())
+
+
 def test_console_script(trace: tuple[Path, dt.Graph], tmp_path: Path) -> None:
     path, g = trace
     script = Path(sys.executable).with_name("dispatchtrace")

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..graph import Graph
 from ..serialize import FormatError, load
 from .errors import ArgumentParser, CliError
+from .options import check_outputs, parse_depth
 
 
 def parser() -> argparse.ArgumentParser:
@@ -22,7 +23,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                    help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
-    p.add_argument("--depth", type=_depth, default=None, metavar="N",
+    p.add_argument("--depth", type=parse_depth, default=None, metavar="N",
                    help="module calls down to depth N (the model's call is 0; default: all)")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
     p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
@@ -34,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str]) -> int:
     """Entry point of ``dispatchtrace render``; returns the exit status."""
     args = parser().parse_args(list(argv))
+    check_outputs(args.output)
     graph = read(args.trace)
     if args.summary:
         print(graph.summary(args.depth))
@@ -55,13 +57,3 @@ def read(path: str) -> Graph:
         return load(path)
     except FormatError as e:
         raise CliError(str(e)) from e
-
-
-def _depth(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {n}")
-    return n

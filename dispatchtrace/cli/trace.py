@@ -14,6 +14,7 @@ from ..capture import capture
 from ..graph import Graph
 from .errors import ArgumentParser, CliError
 from .models import load_model, parse_inputs
+from .options import check_outputs, forward_error, parse_depth
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,7 +33,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", help="input dtype (default float32; integer dtypes give small random ints)")
     p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"],
                    help="where the model and inputs live; meta runs with no data and no weight memory")
-    p.add_argument("--depth", type=_depth, default=None, metavar="N",
+    p.add_argument("--depth", type=parse_depth, default=None, metavar="N",
                    help="open module calls down to depth N (the model's call is 0); default: all for the tree, a readable depth for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
     p.add_argument("--at", metavar="CALL", default=None,
@@ -57,7 +58,7 @@ def run(argv: Sequence[str]) -> int:
         print(tree_of(graph, args.depth, ops=args.ops, at=args.at, statements=args.statements))
     for out in args.output:
         write(graph, out, depth=args.depth, ops=args.ops, at=args.at, statements=args.statements)
-        print(f"wrote {out}", file=sys.stderr if (not args.output or args.tree) else sys.stdout)
+        print(f"wrote {out}", file=sys.stderr if args.tree else sys.stdout)
     return 0
 
 
@@ -67,10 +68,7 @@ def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str =
         with torch.no_grad(), capture(model) as graph:
             model(*inputs)
     except Exception as e:
-        shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
-        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CliError(f"the forward pass of {name} on input {shapes} raised {type(e).__name__}: {text}"
-                       " (check --input and --dtype)") from e
+        raise forward_error(name, inputs, e) from e
     return graph
 
 
@@ -102,22 +100,3 @@ def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool
         return graph.render(path, depth if depth is not None else ("ops" if ops else None))
     except (DotNotFoundError, DotFailedError) as e:  # their messages already say what to do
         raise CliError(str(e)) from e
-
-
-def check_outputs(paths: Sequence[str]) -> None:
-    """Refuse unknown suffixes before any work is done."""
-    from ..render.files import SUFFIXES
-
-    for out in paths:
-        if Path(out).suffix.lower() not in SUFFIXES:
-            raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(SUFFIXES)}")
-
-
-def _depth(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {n}")
-    return n
