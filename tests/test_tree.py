@@ -439,3 +439,16 @@ def test_zoo_tree_shows_every_op_exactly_once(name):
     assert len(calls) == len(set(calls)) == len(g.calls)
     # grouping by statement moves nothing: the same calls and ops in the same order
     assert shown(g.tree(ops=True, statements=True)) == shown(g.tree(ops=True))
+
+
+def test_statements_of_a_capture_saved_before_calls_had_sources(cool):
+    import json
+
+    from dispatchtrace.serialize import dumps, loads
+
+    data = json.loads(dumps(cool))
+    for call in data["calls"]:
+        call.pop("source", None)
+    older = loads(json.dumps(data))
+    assert all(c.source is None for c in older.calls)
+    assert str(older.tree(statements=True)) == str(cool.tree(statements=True))  # the ops' sources still tell

@@ -58,16 +58,16 @@ def _code(text: str) -> str:
 class Statements:
     """The statement each sibling item (a sub-call or an op) of a call belongs to, cached per call.
 
-    An op's statement is its source. A sub-call's statement is the line that called it: the
-    ``source`` of the call itself when the capture records one, else the source of its first op
-    that was issued outside the call's own code. That source is known when the sub-call runs
-    only library code on the way to its first op (``nn.Conv2d``: the op's first user frame is the
-    caller's line); for a user-defined module every op's source lies in its own ``forward``
-    (recognised by the class name in the qualified function name), so its statement is unknown
-    and it stays ungrouped. A statement counts only in the code of the enclosing call: its
-    class's methods, or functions its own ops were issued from. A statement equal to the line
-    that called the enclosing call itself (all items of a library module such as
-    ``nn.Sequential`` share it) groups nothing.
+    An op's statement is its source. A sub-call's statement is the line that called it, which
+    the capture records as the call's ``source``. A capture saved before calls had sources has
+    only its ops' sources; then it is the source of the call's first op issued outside the
+    call's own code, known when the sub-call runs only library code on the way to its first op
+    (``nn.Conv2d``: the op's first user frame is the caller's line) and unknown for a
+    user-defined module (every op's source lies in its own ``forward``, recognised by the class
+    name in the qualified function name), which then stays ungrouped. Such a guessed statement
+    counts only in the code of the enclosing call: its class's methods, or functions its own
+    ops were issued from. A statement equal to the line that called the enclosing call itself
+    (all items of a library module such as ``nn.Sequential`` share it) groups nothing.
     """
 
     def __init__(self) -> None:
@@ -80,7 +80,7 @@ class Statements:
             src = item.source
         else:
             src = self.site(item)
-            if src is not None and getattr(item, "source", None) is None and not self._in_code(src, parent):
+            if src is not None and item.source is None and not self._in_code(src, parent):
                 src = None
         if src is None or key(src) == key(self.site(parent)):
             return None
@@ -92,8 +92,8 @@ class Statements:
             return None
         if call in self._site:
             return self._site[call]
-        found = getattr(call, "source", None)  # recorded by the capture, if it ever records it
-        if found is None:
+        found = call.source  # recorded by the capture (with its default source=True)
+        if found is None:  # a capture saved before calls had sources: its ops' sources still tell
             for op in call.all_ops():
                 src = op.source
                 if src is not None and owner(op, src.function, call) is None:
