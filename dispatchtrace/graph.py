@@ -156,25 +156,44 @@ class Graph:
     # (imports are local: graph is the data model, the layers above it import graph, not back)
 
     def collapse(self, depth: int | None = None, **options: Any) -> Any:
-        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``."""
+        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``.
+
+        ``depth=None`` (the default) means op level, as ``"ops"``: nothing is collapsed. An int
+        collapses every call at that depth (the model's call is 0); ``"auto"`` picks the deepest
+        depth with at most ``AUTO_MAX_NODES`` (150) nodes.
+        """
         from .views.collapse import collapse
 
         return collapse(self, depth, **options)
 
     def tree(self, depth: int | None = None, **options: Any) -> Any:
-        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``."""
+        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``.
+
+        ``depth=None`` (the default) means everything: every call is opened. An int opens calls
+        down to that depth (the model's call is 0, or the ``at=`` call when given).
+        """
         from .views.tree import tree
 
         return tree(self, depth, **options)
 
     def to_dot(self, depth: int | None = None, **options: Any) -> Any:
-        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``."""
+        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``.
+
+        ``depth=None`` (the default) means ``"auto"``: the deepest call depth whose diagram has
+        at most ``max_nodes`` (150) nodes. An int collapses every call at that depth; ``"ops"``
+        shows every op.
+        """
         from .render.dot import to_dot
 
         return to_dot(self, depth, **options)
 
     def render(self, path: Any, depth: int | None = None, **options: Any) -> Any:
-        """Write a diagram or text file, format from the suffix; see ``render.files``."""
+        """Write a diagram or text file, format from the suffix; see ``render.files``.
+
+        ``depth=None`` (the default) means, per format: for diagrams (.svg .pdf .png .dot .gv)
+        ``"auto"``, as ``to_dot``; for .txt everything, as ``tree`` (``"auto"`` and ``"ops"`` also
+        give the whole tree there); .json saves the whole capture whatever ``depth`` is.
+        """
         from .render.files import render
 
         return render(self, path, depth, **options)
