@@ -29,7 +29,7 @@ def owner_class(function: str) -> str | None:
 
 
 def where(source: Any) -> str:
-    """``models.py:27``."""
+    """``models.py:30``."""
     return f"{os.path.basename(source.file)}:{source.line}"
 
 

@@ -26,7 +26,7 @@ class TreeNode:
     """One line of the tree: a call, an op, a block of parallel branches, a branch, a skip path or a statement.
 
     ``source`` is the statement's ``Source`` for ``statement`` nodes and for branches labelled by
-    one statement (``statements=True``); ``where`` is then ``models.py:27``.
+    one statement (``statements=True``); ``where`` is then ``models.py:30``.
     """
 
     kind: NodeKind
@@ -113,7 +113,7 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     ``"layer1.0.relu #2"`` as the tree prints it; see ``query.resolve``) starts the tree there;
     ``depth`` then counts from it. ``statements=True`` groups consecutive items of one call (sub-calls,
     ops, whole parallel blocks) issued by one source line under a ``statement`` node labelled with
-    that line (``x = (main_path + parallel_path) / 2  models.py:29``); a branch that is one
+    that line (``x = (main_path + parallel_path) / 2  models.py:32``); a branch that is one
     statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
     statement and stays alone (see ``views.statements``).
 
