@@ -419,6 +419,19 @@ def test_cli_statements_flag(capsys, tmp_path):
     assert printed == (GOLDEN / "tree_coolcnn_depth1_statements.txt").read_text(encoding="utf-8")
 
 
+def test_statements_of_a_capture_saved_before_calls_had_sources(cool):
+    import json
+
+    from dispatchtrace.serialize import dumps, loads
+
+    data = json.loads(dumps(cool))
+    for call in data["calls"]:
+        call.pop("source", None)
+    older = loads(json.dumps(data))
+    assert all(c.source is None for c in older.calls)
+    assert str(older.tree(statements=True)) == str(cool.tree(statements=True))  # the ops' sources still tell
+
+
 # ---- the torchvision zoo (slow) ----------------------------------------------------------------
 
 ZOO = torchvision.models.list_models(module=torchvision.models)
@@ -440,15 +453,3 @@ def test_zoo_tree_shows_every_op_exactly_once(name):
     # grouping by statement moves nothing: the same calls and ops in the same order
     assert shown(g.tree(ops=True, statements=True)) == shown(g.tree(ops=True))
 
-
-def test_statements_of_a_capture_saved_before_calls_had_sources(cool):
-    import json
-
-    from dispatchtrace.serialize import dumps, loads
-
-    data = json.loads(dumps(cool))
-    for call in data["calls"]:
-        call.pop("source", None)
-    older = loads(json.dumps(data))
-    assert all(c.source is None for c in older.calls)
-    assert str(older.tree(statements=True)) == str(cool.tree(statements=True))  # the ops' sources still tell
