@@ -13,6 +13,7 @@ import torch.fx as fx
 import torch.nn as nn
 
 from .graph import Call
+from .schema import overload_of
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
@@ -46,15 +47,13 @@ def resolve_target(target: str) -> Any:
     >>> resolve_target("aten.convolution.default")
     <OpOverload(op='aten.convolution', overload='default')>
     """
-    ns, _, rest = target.partition(".")
-    name, _, overload = rest.rpartition(".")
-    try:
-        return getattr(getattr(getattr(torch.ops, ns), name), overload)
-    except (AttributeError, RuntimeError) as exc:
+    found = overload_of(target)
+    if found is None:
         raise ReplayError(
-            f"cannot find the ATen overload {target!r} (torch.ops.{ns}.{name}.{overload}); "
-            f"import the library that defines it (e.g. `import torchvision` for torchvision ops) before replaying"
-        ) from exc
+            f"cannot find the ATen overload {target!r} (torch.ops.{target}); import the library that defines it "
+            f"(e.g. `import torchvision` for torchvision ops) before replaying"
+        )
+    return found
 
 
 def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,3 +72,21 @@ def _build(func: Any) -> OpSchema:
             positions, write_if = extra
             writes = [(p, schema.arguments[p].name) for p in positions]
     return OpSchema(target, base, tuple(writes), write_if)
+
+
+@functools.cache
+def overload_of(target: str) -> Any:
+    """The ``OpOverload`` an op's ``target`` text names, or ``None`` when torch does not know it
+    (an op of a library that is not imported).
+
+    >>> overload_of("aten.convolution.default")
+    <OpOverload(op='aten.convolution', overload='default')>
+    >>> overload_of("nolib.nothing.default") is None
+    True
+    """
+    ns, _, rest = target.partition(".")
+    name, _, overload = rest.rpartition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    except (AttributeError, RuntimeError):
+        return None

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -16,6 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .capture import capture
 from .graph import Graph
 from .replay import ReplayError, tensor_leaves, to_fx, top_returned
+from .source import SourceTable, user_site
 from .structure import leaves, template
 
 _graph_task_id = torch._C._current_graph_task_id
@@ -316,18 +316,7 @@ def _locate(g: Graph, gm: fx.GraphModule, model: nn.Module, args: Any, kwargs: A
     return Mismatch(op.name, op.target, op.call.label, op.call.path, str(source) if source else frame, detail)
 
 
-_SKIP = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
-
-
 def _user_frame() -> str | None:
     """``file.py:12 in forward: x = x + 1``: the innermost frame outside torch and dispatchtrace."""
-    import linecache
-
-    f = sys._getframe(1)
-    while f is not None:
-        path = f.f_code.co_filename
-        if not path.startswith(_SKIP) and not path.startswith("<"):
-            text = linecache.getline(path, f.f_lineno).strip()
-            return f"{os.path.basename(path)}:{f.f_lineno} in {f.f_code.co_name}: {text}"
-        f = f.f_back
-    return None
+    source = SourceTable().resolve(user_site(2))
+    return None if source is None else str(source)

@@ -19,8 +19,9 @@ after the capture on shape-only stand-ins (meta tensors), so the total equals
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
+
+from ..schema import overload_of
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
@@ -85,18 +86,6 @@ class CallCost:
     self_params: int | None
 
 
-@cache
-def _overload(target: str) -> Any:
-    import torch
-
-    ns, _, rest = target.partition(".")
-    name, _, overload = rest.rpartition(".")
-    try:
-        return getattr(getattr(getattr(torch.ops, ns), name), overload)
-    except (AttributeError, RuntimeError):
-        return None
-
-
 def _registry() -> dict[Any, Any]:
     from torch.utils.flop_counter import flop_registry
 
@@ -148,7 +137,7 @@ def op_flops(op: Op) -> int | None:
     """
     if op.phase != "forward":
         return None
-    overload = _overload(op.target)
+    overload = overload_of(op.target)
     if overload is None:
         return None
     registry = _registry()
