@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from .source import Source
 from .tensors import TensorRef
@@ -115,6 +116,29 @@ class Call:
 
     def __repr__(self) -> str:
         return f"<Call {self.label} ({self.type})>"
+
+
+def op_ranges(root: Call) -> dict[int, range]:
+    """``{id(call): range of op indices}`` for ``root`` and every call below it.
+
+    Ops run one at a time, so a call's ops (sub-calls included) are one contiguous range; a call
+    that ran no op gets the empty range at the point where it ran.
+    """
+    out: dict[int, range] = {}
+    n = 0
+
+    def visit(call: Call) -> None:
+        nonlocal n
+        start = n
+        for child in call.children:
+            if isinstance(child, Call):
+                visit(child)
+            else:
+                n += 1
+        out[id(call)] = range(start, n)
+
+    visit(root)
+    return out
 
 
 def new_call(path: str, type_: str, index: int, parent: Call | None, module: Any = None) -> Call:

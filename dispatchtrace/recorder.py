@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
-from .graph import Call, Graph, Op, new_call
+from .graph import Call, Graph, Op, new_call, op_ranges
 from .names import Names
 from .params import count_params
 from .schema import SCHEMAS as _schemas
@@ -210,7 +210,7 @@ class Recorder:
             handle.remove()
         self._late_hooks.clear()
         del self.stack[1:]
-        for call, key in zip(graph.calls, self._call_keys):
+        for call, key in zip(graph.calls, self._call_keys, strict=True):
             call.repeat = self._counts[key]
         _add_params(graph)
         graph.inputs = [r for r in self.tracker.external if r.kind == "input"]
@@ -222,9 +222,9 @@ class Recorder:
         _add_dataflow_inputs(graph)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
-            for op, site in zip(graph.ops, self._sites):
+            for op, site in zip(graph.ops, self._sites, strict=True):
                 op.source = table.resolve(site)
-            for call, site in zip(graph.calls, self._call_sites):
+            for call, site in zip(graph.calls, self._call_sites, strict=True):
                 call.source = table.resolve(site)
         graph.error = error
         graph.complete = True
@@ -255,13 +255,7 @@ def _add_dataflow_inputs(graph: Graph) -> None:
     The forward hook only sees positional arguments; this adds keyword arguments, closures and
     attributes read inside. A call's ops are one contiguous index range, which makes "inside" cheap.
     """
-    span: dict[Call, tuple[int, int]] = {}
-    for op in graph.ops:
-        call = op.call
-        while call is not None and call.parent is not None:
-            first, _ = span.get(call, (op.index, op.index))
-            span[call] = (first, op.index)
-            call = call.parent
+    spans = op_ranges(graph.root)
     extra: dict[Call, dict[TensorRef, None]] = {}
     for op in graph.ops:
         for ref in op.inputs:
@@ -269,8 +263,7 @@ def _add_dataflow_inputs(graph: Graph) -> None:
                 continue
             call = op.call
             while call.parent is not None:
-                first, last = span[call]
-                if ref.producer is not None and first <= ref.producer.index <= last:
+                if ref.producer is not None and ref.producer.index in spans[id(call)]:
                     break
                 extra.setdefault(call, {})[ref] = None
                 call = call.parent

@@ -359,7 +359,7 @@ def _build(data: dict[str, Any]) -> Graph:
     if data["error"] is not None:
         g.error = _error(data["error"]["type"], data["error"]["message"])
     params = data.get("params") or {"total": None, "calls": []}
-    for call, (n, own) in zip(calls, params["calls"]):
+    for call, (n, own) in zip(calls, params["calls"], strict=False):  # absent in a file without counts
         call.params, call.self_params = n, own
     g.root.params = params["total"]
     return g

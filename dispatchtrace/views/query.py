@@ -33,6 +33,8 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Union
 
+from ..graph import op_ranges
+
 if TYPE_CHECKING:
     import torch.nn as nn
 
@@ -137,29 +139,8 @@ def resolve(graph: Graph, ref: CallRef) -> Call:
 def span(graph: Graph, call: CallRef) -> range:
     """Positions in ``graph.ops`` of the ops issued while ``call`` ran (sub-calls included)."""
     target = resolve(graph, call)
-    spans = _spans(graph)
+    spans = op_ranges(graph.root)
     return spans[id(target)]
-
-
-def _spans(graph: Graph) -> dict[int, range]:
-    from ..graph import Call
-
-    starts: dict[int, int] = {}
-    out: dict[int, range] = {}
-    n = 0
-
-    def visit(call: Call) -> None:
-        nonlocal n
-        starts[id(call)] = n
-        for child in call.children:
-            if isinstance(child, Call):
-                visit(child)
-            else:
-                n += 1
-        out[id(call)] = range(starts[id(call)], n)
-
-    visit(graph.root)
-    return out
 
 
 def ops_between(graph: Graph, first: CallRef, second: CallRef, *, inclusive: bool = False) -> list[Op]:
@@ -168,7 +149,7 @@ def ops_between(graph: Graph, first: CallRef, second: CallRef, *, inclusive: boo
     ``inclusive=True`` adds the ops of both calls. Calls are given as ``Call`` objects, labels
     (``layer1.0.relu#2``), paths called once, or modules called once.
     """
-    spans = _spans(graph)
+    spans = op_ranges(graph.root)
     a, b = spans[id(resolve(graph, first))], spans[id(resolve(graph, second))]
     if b.start < a.stop:
         raise ValueError(f"{resolve(graph, second).label!r} starts before {resolve(graph, first).label!r} "
