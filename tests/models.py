@@ -5,11 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN  # the first seed's model, verbatim
 
-__all__ = ["CoolCNN", "coolcnn", "traced"]
+__all__ = ["CoolCNN", "CountOps", "coolcnn", "traced"]
+
+
+class CountOps(TorchDispatchMode):
+    """An independent, empty dispatch mode that only counts the ops it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.n += 1
+        return func(*args, **(kwargs or {}))
 
 
 def traced(model: Any, *inputs: Any, grad: bool = True) -> dt.Graph:

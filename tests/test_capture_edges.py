@@ -11,9 +11,9 @@ from collections import namedtuple
 import pytest
 import torch
 import torch.nn as nn
+from models import CountOps
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.modules import module as nn_module
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
 
@@ -261,23 +261,13 @@ def test_meta_tensors_capture_without_memory() -> None:
     assert g.ops[-1].producers == (g.ops[2], g.ops[3])
 
 
-class _Count(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
-        return func(*args, **(kwargs or {}))
-
-
 def test_fake_tensor_mode() -> None:
     with FakeTensorMode():
         model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
         x = torch.randn(2, 4)
         with dt.capture(model) as g:
             model(x)
-        with _Count() as count:
+        with CountOps() as count:
             model(x)
     assert [c.path for c in g.calls] == ["", "0", "1"]
     # fake tensors answer .device through a dispatched prim op: real ops, recorded like any other

@@ -5,20 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torchvision
-from torch.utils._python_dispatch import TorchDispatchMode
+from models import CountOps
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
-
-
-class _Count(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _pre_hook_order(model: nn.Module, *args) -> list[str]:
@@ -119,7 +109,7 @@ def test_op_count_matches_empty_dispatch_mode() -> None:
         model.eval()
         x = torch.randn(shape)
         with torch.no_grad():
-            with _Count() as counter:
+            with CountOps() as counter:
                 model(x)
             with dt.capture(model) as g:
                 model(x)
