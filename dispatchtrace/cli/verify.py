@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from ..verify import verify
-from .errors import ArgumentParser, CliError
+from .errors import ArgumentParser
 from .models import load_model, parse_inputs
+from .options import forward_error
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,9 +43,6 @@ def run(argv: Sequence[str]) -> int:
         with torch.no_grad():
             report = verify(model, *inputs)
     except Exception as e:
-        shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
-        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise CliError(f"the forward pass of {args.model} on input {shapes} raised {type(e).__name__}: {text}"
-                       " (check --input and --dtype)") from e
+        raise forward_error(args.model, inputs, e) from e
     print(dataclasses.replace(report, model=args.model))
     return 0 if report else 1
