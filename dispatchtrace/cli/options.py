@@ -25,6 +25,23 @@ def parse_depth(text: str) -> int:
     return n
 
 
+def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None:
+    """MODEL, --input, --dtype and --device: how the commands that build a model are told which."""
+    p.add_argument("model", metavar="MODEL",
+                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
+    p.add_argument("-i", "--input", action="append", default=[], metavar="SHAPE",
+                   help="input shape such as 1x3x224x224; repeat for several inputs (default: the model's input_shape, else 1x3x224x224)")
+    p.add_argument("--dtype", default="float32", help="input dtype (default float32; integer dtypes give small random ints)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"], help=device_help)
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """-o FILE (repeatable) and --tree: what the commands that write files share."""
+    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
+                   help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
+    p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
+
+
 def check_outputs(paths: Sequence[str]) -> None:
     """Refuse unknown suffixes before any work is done."""
     from ..render.files import SUFFIXES

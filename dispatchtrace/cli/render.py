@@ -10,7 +10,7 @@ from pathlib import Path
 from ..graph import Graph
 from ..serialize import FormatError, load
 from .errors import ArgumentParser, CliError
-from .options import check_outputs, parse_depth
+from .options import add_output_arguments, check_outputs, parse_depth
 
 
 def parser() -> argparse.ArgumentParser:
@@ -21,13 +21,11 @@ def parser() -> argparse.ArgumentParser:
         epilog="examples: dispatchtrace render trace.json -o out.svg --depth 2 | dispatchtrace render trace.json --summary",
     )
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
-    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
-                   help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
+    add_output_arguments(p)
     p.add_argument("--depth", type=parse_depth, default=None, metavar="N",
                    help="module calls down to depth N (the model's call is 0; default: all)")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
     p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
-    p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
 

@@ -14,7 +14,7 @@ from ..capture import capture
 from ..graph import Graph
 from .errors import ArgumentParser, CliError
 from .models import load_model, parse_inputs
-from .options import check_outputs, forward_error, parse_depth
+from .options import add_model_arguments, add_output_arguments, check_outputs, forward_error, parse_depth
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,13 +26,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="examples: dispatchtrace resnet50 --depth 2 | dispatchtrace coolcnn -o cool.svg -o cool.pdf | "
         "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64",
     )
-    p.add_argument("model", metavar="MODEL",
-                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
-    p.add_argument("-i", "--input", action="append", default=[], metavar="SHAPE",
-                   help="input shape such as 1x3x224x224; repeat for several inputs (default: the model's input_shape, else 1x3x224x224)")
-    p.add_argument("--dtype", default="float32", help="input dtype (default float32; integer dtypes give small random ints)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"],
-                   help="where the model and inputs live; meta runs with no data and no weight memory")
+    add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
     p.add_argument("--depth", type=parse_depth, default=None, metavar="N",
                    help="open module calls down to depth N (the model's call is 0); default: all for the tree, a readable depth for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
@@ -41,9 +35,7 @@ def parser() -> argparse.ArgumentParser:
                    "prints it); --depth counts from it")
     p.add_argument("--statements", action="store_true",
                    help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
-    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
-                   help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
-    p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
+    add_output_arguments(p)
     p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
 

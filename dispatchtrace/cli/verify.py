@@ -11,7 +11,7 @@ import torch
 from ..verify import verify
 from .errors import ArgumentParser
 from .models import load_model, parse_inputs
-from .options import forward_error
+from .options import add_model_arguments, forward_error
 
 
 def parser() -> argparse.ArgumentParser:
@@ -22,13 +22,7 @@ def parser() -> argparse.ArgumentParser:
         "every output, 1 when it does not (the report names the first op that differs).",
         epilog="examples: dispatchtrace verify resnet50 --input 1x3x224x224 | dispatchtrace verify coolcnn",
     )
-    p.add_argument("model", metavar="MODEL",
-                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
-    p.add_argument("-i", "--input", action="append", default=[], metavar="SHAPE",
-                   help="input shape such as 1x3x224x224; repeat for several inputs (default: the model's input_shape, else 1x3x224x224)")
-    p.add_argument("--dtype", default="float32", help="input dtype (default float32; integer dtypes give small random ints)")
-    p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"],
-                   help="where the model and inputs live; on meta only shapes and dtypes are compared")
+    add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes and dtypes are compared")
     p.add_argument("--seed", type=int, default=0, help="seed for the model's initial weights and the random inputs (default 0)")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
