@@ -17,7 +17,7 @@ from models import coolcnn, traced
 
 import dispatchtrace as dt
 from dispatchtrace.render.dot import digraph, edge_label, text, to_dot
-from dispatchtrace.render.files import run_dot
+from dispatchtrace.render.diagram import run_dot
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"

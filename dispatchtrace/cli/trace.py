@@ -14,7 +14,7 @@ from ..capture import capture
 from ..graph import Graph
 from .errors import ArgumentParser, CliError
 from .models import load_model, parse_inputs
-from .options import add_model_arguments, add_output_arguments, check_outputs, forward_error, parse_depth
+from .options import add_model_arguments, add_output_arguments, check_outputs, forward_error, parse_depth, write_output
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,7 +36,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--statements", action="store_true",
                    help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
     add_output_arguments(p)
-    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
 
 
@@ -75,20 +74,10 @@ def tree_of(graph: Graph, depth: int | None, *, ops: bool = False, at: str | Non
 
 def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool = False, at: str | None = None,
           statements: bool = False) -> Path:
-    """Write one output file; ``.txt`` is the tree as printed (``at`` and ``statements`` apply to it only),
-    everything else goes to ``Graph.render``.
+    """Write one ``-o`` file through the format registry (``cli.options.write_output``).
 
-    Diagrams get ``depth`` when given, else the op-level graph with ``ops``, else the renderer's
-    readable default.
+    Without ``--depth``, diagrams are op level with ``--ops``, else at the renderer's readable
+    default; ``at`` and ``statements`` apply to the tree only.
     """
-    path = Path(path)
-    if path.suffix.lower() == ".txt":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{tree_of(graph, depth, ops=ops, at=at, statements=statements)}\n", encoding="utf-8")
-        return path
-    from ..render.files import DotFailedError, DotNotFoundError
-
-    try:
-        return graph.render(path, depth if depth is not None else ("ops" if ops else None))
-    except (DotNotFoundError, DotFailedError) as e:  # their messages already say what to do
-        raise CliError(str(e)) from e
+    return write_output(graph, path, depth=depth if depth is not None else ("ops" if ops else "auto"), ops=ops, at=at,
+                        statements=statements)

@@ -1,0 +1,31 @@
+"""The text format: the nested tree of calls (``.txt``), as ``Graph.tree`` prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..graph import Call, Graph
+    from .formats import Depth
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeOptions:
+    """What the tree takes: ``Graph.tree``'s options, with the same meanings (``depth`` defaults to ``"auto"`` here)."""
+
+    depth: Depth = "auto"
+    ops: bool = False
+    noise: bool = False
+    at: str | Call | None = None
+    statements: bool = False
+
+
+def tree_text(graph: Graph, o: TreeOptions) -> bytes:
+    """The tree as printed, with a final newline."""
+    from ..views.tree import tree
+
+    # until dispatchtrace/depth.py and views/noise.py land (issue 8, helper A): today's spellings
+    depth = o.depth if isinstance(o.depth, int) else None
+    noise = "show" if o.noise else "hide"
+    return f"{tree(graph, depth, ops=o.ops, noise=noise, at=o.at, statements=o.statements)}\n".encode()
