@@ -16,8 +16,8 @@ import torchvision
 from models import coolcnn, traced
 
 import dispatchtrace as dt
-from dispatchtrace.render.dot import digraph, edge_label, text, to_dot
 from dispatchtrace.render.diagram import run_dot
+from dispatchtrace.render.dot import digraph, edge_label, text, to_dot
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 Depth = int | Literal["auto", "ops", "all"]
 """What ``depth`` accepts; dispatchtrace/depth.py (issue 8) defines it for every view."""
 
-O = TypeVar("O")
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,19 +43,19 @@ class NoOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class Format(Generic[O]):
+class Format(Generic[OptionsT]):
     """One output format: ``name`` (for ``format=``), ``suffixes`` (lower case, with the dot),
     ``write`` (the file's bytes), ``options`` (its frozen options dataclass), ``about`` (a few
     words for help texts) and ``mime`` (for the notebook)."""
 
     name: str
     suffixes: tuple[str, ...]
-    write: Callable[[Graph, O], bytes]
-    options: type[O]
+    write: Callable[[Graph, OptionsT], bytes]
+    options: type[OptionsT]
     about: str
     mime: str = "application/octet-stream"
 
-    def options_from(self, values: Mapping[str, Any]) -> O:
+    def options_from(self, values: Mapping[str, Any]) -> OptionsT:
         """This format's options from ``render``'s keywords: the fields it has, the rest ignored."""
         return self.options(**{f.name: values[f.name] for f in dataclasses.fields(self.options) if f.name in values})  # type: ignore[arg-type]
 
