@@ -8,10 +8,10 @@ first failing line) that the check met. The checks: the plain forward runs; ``dt
 and sets no ``g.error``; ``g.calls`` equals the calls a global forward pre-hook sees while forward
 runs (calls made during backward excluded); ``len(g.ops)`` equals the forward ops an empty dispatch
 mode counts; ``g.inputs`` is non-empty and holds every keyword tensor by its keyword; ``g.lint()``
-passes (where it exists); ``g.to_fx(model)`` builds; ``dt.verify`` passes; ``zoo``'s check (replay
-of this very capture) passes; the replay called as the model was called (``gm(*args, **kwargs)``)
-on a second input of the same shape reproduces the model's main output on it; and on the meta
-device, capture and ``dt.verify`` (shapes, dtypes) run.
+passes (where it exists); ``g.to_fx(model)`` builds; ``dt.verify`` passes; it leaves
+``state_dict()`` as it was; ``zoo``'s check (replay of this very capture) passes; the replay,
+called as the model was called (``gm(*args, **kwargs)``), reproduces the model's main output on a
+second input of the same shape; and on the meta device, capture and ``dt.verify`` (shapes, dtypes) run.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 import dispatchtrace as dt  # noqa: E402
 from dispatchtrace.verify import _constant_values, check, clone_tensors  # noqa: E402
 
-CHECKS = ("plain", "capture", "calls", "ops", "inputs", "lint", "to_fx", "verify", "check", "second", "meta")
+CHECKS = ("plain", "capture", "calls", "ops", "inputs", "lint", "to_fx", "verify", "state", "check", "second", "meta")
 
 
 @dataclass
@@ -195,7 +195,10 @@ def probe(spec: zl.LibSpec) -> Probe:
 
     attempt(cells, "to_fx", to_fx)
     fresh = clone_tensors(before)
+    kept = {k: v.detach().clone() for k, v in model.state_dict().items()}
     attempt(cells, "verify", lambda: None if (r := dt.verify(model, *fresh[0], **fresh[1])) else _report_line(r))
+    moved = [k for k, v in model.state_dict().items() if k not in kept or not torch.equal(v, kept[k])]
+    cells["state"] = "ok" if not moved else f"verify changed {len(moved)} state_dict entries: {moved[:3]}"
     attempt(cells, "check", lambda: None if (r := check(g, model, state["out"], *clone_tensors(before))) else
             _report_line(r))
 

@@ -161,7 +161,7 @@ class Checkpointed(nn.Module):
 
 
 def specs() -> list[LibSpec]:
-    """Seven ``transformers`` models, four ``timm`` models and two gradient-checkpointing cases."""
+    """Seven ``transformers`` models, four ``timm`` models (one also in train mode, Swin also with its mask built in forward) and two gradient-checkpointing cases."""
     hf, tm = "transformers", "timm"
     return [
         LibSpec("hf gpt2", _gpt2, lambda: ((_ids(),), {}), library=hf,
@@ -171,18 +171,23 @@ def specs() -> list[LibSpec]:
         LibSpec("hf t5", _t5, lambda: ((), {"input_ids": _ids(), "decoder_input_ids": _ids(2, 4)}), library=hf,
                 note="m(input_ids=, decoder_input_ids=)"),
         LibSpec("hf llama", _llama, lambda: ((_ids(),), {}), library=hf, note="GQA (1 kv head), default cache"),
-        LibSpec("hf mixtral", _mixtral, lambda: ((_ids(),), {}), library=hf, value_dependent=True,
-                note="4 experts, top 2: routing depends on the values"),
+        LibSpec("hf mixtral", _mixtral, lambda: ((_ids(),), {}), library=hf,
+                note="4 experts, top 2: routed with aten._grouped_mm, so the ops do not depend on the routing"),
         LibSpec("hf whisper", _whisper, _whisper_inputs, library=hf,
                 note="m(input_features=1x16x32, decoder_input_ids=)"),
         LibSpec("hf swin", _hf_swin, lambda: ((torch.randn(1, 3, 32, 32),), {}), library=hf,
                 note="32x32, window 4: the shifted-window mask is built in forward (img_mask[a:b, c:d] = n)"),
         LibSpec("timm efficientnet_b0", _timm("efficientnet_b0"), _image(), library=tm),
+        LibSpec("timm efficientnet_b0 (train)", _timm("efficientnet_b0"), lambda: ((torch.randn(2, 3, 64, 64),), {}),
+                library=tm, train=True, note="train mode: BatchNorm updates its running stats on every forward"),
         LibSpec("timm convnext_atto", _timm("convnext_atto"), _image(), library=tm),
         LibSpec("timm vit_tiny_patch16_224", _timm("vit_tiny_patch16_224", img_size=64), _image(), library=tm,
                 note="img_size=64"),
         LibSpec("timm swin_tiny_patch4_window7_224", _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4),
                 _image(), library=tm, note="img_size=64, window_size=4"),
+        LibSpec("timm swin (dynamic mask)",
+                _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4, strict_img_size=False), _image(),
+                library=tm, note="strict_img_size=False: the shifted-window mask is built in forward (img_mask[...] = cnt)"),
         LibSpec("checkpoint (nn)", Checkpointed, lambda: ((torch.randn(4, 8, requires_grad=True),), {}),
                 train=True, loss=lambda out: out.sum(), note="checkpoint(self.a, x, use_reentrant=False), backward in the block"),
         LibSpec("hf gpt2 (gradient checkpointing)", lambda: _gpt2(checkpointing=True), lambda: ((_ids(),), {}),

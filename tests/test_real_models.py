@@ -458,6 +458,8 @@ KNOWN = {
     "hf llama": "literal constants: the default cache's torch.tensor([]) has no value",
     "hf mixtral": "literal constants: the default cache's torch.tensor([]) has no value",
     "hf whisper": "keyword inputs: input_features/decoder_input_ids become constants",
+    "timm efficientnet_b0 (train)": "verify touches state: train-mode BatchNorm's running stats move",
+    "timm swin (dynamic mask)": "literal constants: img_mask[...] = cnt lifts a scalar with no value",
     "checkpoint (nn)": "backward-time calls: checkpoint's recomputation lands in g.calls",
     "hf gpt2 (gradient checkpointing)": "backward-time calls: recomputed layers land in g.calls as top-level calls",
 }
