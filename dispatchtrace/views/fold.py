@@ -41,9 +41,9 @@ def signature(call: Call) -> tuple[Step, ...]:
     ...     _ = lin(torch.ones(1, 2))
     >>> for step in signature(g.calls[0]):
     ...     print(step)
-    ('call', 0, 'Linear', ('f32[1, 3]',))
-    ('op', 1, 'aten.t.default', ('f32[3, 2]',), ('f32[2, 3]',))
-    ('op', 1, 'aten.addmm.default', ('f32[3]', 'f32[1, 2]', 'f32[2, 3]'), ('f32[1, 3]',))
+    ('call', 0, 'Linear', (('float32', (1, 3)),))
+    ('op', 1, 'aten.t.default', (('float32', (3, 2)),), (('float32', (2, 3)),))
+    ('op', 1, 'aten.addmm.default', (('float32', (3,)), ('float32', (1, 2)), ('float32', (2, 3))), (('float32', (1, 3)),))
     """
     out: list[Step] = [("call", 0, call.type, _labels(call.outputs))]
     base = call.depth
@@ -55,8 +55,8 @@ def signature(call: Call) -> tuple[Step, ...]:
     return tuple(out)
 
 
-def _labels(refs: tuple) -> tuple[str, ...]:
-    return tuple(r.label for r in refs)
+def _labels(refs: tuple) -> tuple[tuple[str, tuple[int | str, ...]], ...]:
+    return tuple((r.dtype, r.shape) for r in refs)
 
 
 def _keys(refs: tuple) -> set[tuple[int, int]]:

@@ -103,8 +103,8 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     """The calls of ``graph`` as a tree, down to ``depth`` (the model's call is depth 0).
 
     Inside each call shown open, its sub-calls and its own ops are laid out along the data
-    flow: independent paths that later join become sibling ``branch`` nodes, and the node after
-    them is marked ``joins N branches``. The smallest stretch where the flow is not
+    flow: independent paths that later join become sibling ``branch`` nodes, and the node that
+    reads them is marked ``joins N branches`` (rules: docs/semantics.md). The smallest stretch where the flow is not
     series-parallel (DenseNet's concatenations) stays in call order, each node saying what it
     reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with
     only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
