@@ -44,6 +44,8 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
     entry, no predecessor) are placed just before the node that first consumes them, or, when
     nothing consumes them, before the next node in execution order. The smallest stretch of
     the series that is not series-parallel becomes a ``Tangle`` listing its nodes in order.
+A node read outside that also feeds the nodes after it (an encoder whose output is returned
+and read by the decoder) makes no skip path to the end: nothing joins it.
 
     >>> decompose(4, [(0, 1), (2, 3), (1, 3)], entry=[0, 2])   # two paths joined at 3
     (Par(branches=((0, 1), (2,)), skip=False), 3)
@@ -51,6 +53,8 @@ def decompose(n: int, edges: Iterable[tuple[int, int]], *, entry: Iterable[int] 
     (Par(branches=((0, 1),), skip=True), 2)
     >>> decompose(5, [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3), (3, 4)], entry=[0])  # 0, a bridge joined at 3, 4
     (0, Tangle(nodes=(1, 2, 3)), 4)
+    >>> decompose(2, [(0, 1)], entry=[0], exit=[0, 1])         # 0 is returned and read by 1
+    (0, 1)
     """
     preds: list[set[int]] = [set() for _ in range(n)]
     succs: list[set[int]] = [set() for _ in range(n)]
@@ -164,8 +168,9 @@ def _series(nodes: list[int], preds: dict[int, set[int]], succs: dict[int, set[i
                 skip = b in succs[a]
             elif b is not None:
                 skip = from_src(b)
-            else:
-                skip = to_dst(a)  # type: ignore[arg-type]
+            else:  # after the last cut: a path on to the end only inside a branch (to its join);
+                # at the top a node read outside and by the nodes after it is not a branch of its own
+                skip = level > 0 and to_dst(a)  # type: ignore[arg-type]
             block = _parallel(seg, preds, succs, ins, outs, skip=skip, whole=False, level=level)
             if block is None:  # not series-parallel between a and b: list it, join included
                 out.append(Tangle((*seg, *([] if b is None else [b]))))

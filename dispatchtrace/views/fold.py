@@ -12,8 +12,9 @@ from ..graph import Call, Graph, Op
 class Run:
     """Consecutive sibling calls of identical structure, each feeding the next.
 
-    ``calls[0]`` stands for all of them; ``calls[k]``'s ops map one to one, in order,
-    onto ``calls[0]``'s.
+    Identical means equal ``signature``: same types, same op targets in the same order, same
+    tensor shapes and dtypes at every op. ``calls[0]`` stands for all of them; ``calls[k]``'s
+    ops map one to one, in order, onto ``calls[0]``'s.
     """
 
     calls: tuple[Call, ...]
@@ -23,24 +24,39 @@ class Run:
         return len(self.calls)
 
 
-def signature(call: Call) -> tuple[tuple[str, int, str], ...]:
-    """Type and op targets of a call's subtree, in the order they ran.
+Step = tuple[object, ...]
+
+
+def signature(call: Call) -> tuple[Step, ...]:
+    """What two calls must share to fold: types, op targets in order, every tensor's shape and dtype.
+
+    One step per call (its type and output tensors) and per op (its target, input tensors,
+    parameters and buffers included, and output tensors), in the order they ran, each with
+    its depth below ``call``. Calls that differ only in width (``Linear(4, 8)`` then
+    ``Linear(8, 16)``, ResNet's ``layer2`` and ``layer3``) differ here.
 
     >>> import torch, dispatchtrace as dt
-    >>> lin = torch.nn.Linear(2, 2)
+    >>> lin = torch.nn.Linear(2, 3)
     >>> with dt.capture(lin) as g:
     ...     _ = lin(torch.ones(1, 2))
-    >>> signature(g.calls[0])
-    (('call', 0, 'Linear'), ('op', 1, 'aten.t.default'), ('op', 1, 'aten.addmm.default'))
+    >>> for step in signature(g.calls[0]):
+    ...     print(step)
+    ('call', 0, 'Linear', (('float32', (1, 3)),))
+    ('op', 1, 'aten.t.default', (('float32', (3, 2)),), (('float32', (2, 3)),))
+    ('op', 1, 'aten.addmm.default', (('float32', (3,)), ('float32', (1, 2)), ('float32', (2, 3))), (('float32', (1, 3)),))
     """
-    out = [("call", 0, call.type)]
+    out: list[Step] = [("call", 0, call.type, _labels(call.outputs))]
     base = call.depth
     for child in call.walk():
         if isinstance(child, Call):
-            out.append(("call", child.depth - base, child.type))
+            out.append(("call", child.depth - base, child.type, _labels(child.outputs)))
         else:
-            out.append(("op", child.call.depth - base + 1, child.target))
+            out.append(("op", child.call.depth - base + 1, child.target, _labels(child.inputs), _labels(child.outputs)))
     return tuple(out)
+
+
+def _labels(refs: tuple) -> tuple[tuple[str, tuple[int | str, ...]], ...]:
+    return tuple((r.dtype, r.shape) for r in refs)
 
 
 def _keys(refs: tuple) -> set[tuple[int, int]]:

@@ -103,8 +103,8 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     """The calls of ``graph`` as a tree, down to ``depth`` (the model's call is depth 0).
 
     Inside each call shown open, its sub-calls and its own ops are laid out along the data
-    flow: independent paths that later join become sibling ``branch`` nodes, and the node after
-    them is marked ``joins N branches``. The smallest stretch where the flow is not
+    flow: independent paths that later join become sibling ``branch`` nodes, and the node that
+    reads them is marked ``joins N branches`` (rules: docs/semantics.md). The smallest stretch where the flow is not
     series-parallel (DenseNet's concatenations) stays in call order, each node saying what it
     reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with
     only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
@@ -215,7 +215,7 @@ class _Layout:
         srcs: list[Any] = []
         sizes: list[int] = []
         loose: list[bool] = []
-        join = 0
+        join, joined = 0, frozenset[int]()  # the last block's width and nodes, until a node reads from it
         for item in series:
             if isinstance(item, Par):
                 common = self.common((item,))
@@ -223,21 +223,25 @@ class _Layout:
                 srcs.append(common)
                 sizes.append(_size(item))
                 loose.append(False)
-                join = item.width
+                join, joined = item.width, frozenset(_nodes(item))
                 continue
             if isinstance(item, Tangle):
+                join = 0
                 for i in item.nodes:
                     units.append([self.builder.node(self.kids[i], self.reads(i), named=True)])
                     srcs.append(None)
                     sizes.append(1)
                     loose.append(False)
             else:
-                units.append([self.builder.node(self.kids[item], f"joins {join} branches" if join else "", self.named)])
+                # the join is the node that reads from the block, not a weight or constant op placed before it
+                joins = join and any(p in joined for p in self.preds.get(item, ()))
+                units.append([self.builder.node(self.kids[item], f"joins {join} branches" if joins else "", self.named)])
                 srcs.append(self.stmt(item))
                 sizes.append(1)
                 kid = self.kids[item]
                 loose.append(isinstance(kid, Call) and srcs[-1] is None and next(kid.all_ops(), None) is None)
-            join = 0
+                if joins:
+                    join = 0
         if self.builder.stmts is None:
             return tuple(n for u in units for n in u)
         return statement_nodes(units, srcs, [key(s) for s in srcs], sizes, key(outer), loose)
@@ -281,7 +285,7 @@ class _Layout:
 
     def reads(self, i: int) -> str:
         """``<- input, conv0, %add_1``: what a node outside the branch structure reads."""
-        names = ["input"] if i in self.flow.entry else []
+        names = ["input"] if i in self.flow.outside else []
         names += [_ref_name(self.kids[a], self.call) for a in self.preds.get(i, [])]
         return "<- " + ", ".join(names) if names else ""
 
@@ -304,6 +308,18 @@ def _size(item: Par) -> int:
     """How many nodes a parallel block holds."""
     return sum(_size(i) if isinstance(i, Par) else len(i.nodes) if isinstance(i, Tangle) else 1
                for b in item.branches for i in b)
+
+
+def _nodes(item: Par) -> Iterator[int]:
+    """Every node inside a parallel block."""
+    for b in item.branches:
+        for i in b:
+            if isinstance(i, Par):
+                yield from _nodes(i)
+            elif isinstance(i, Tangle):
+                yield from i.nodes
+            else:
+                yield i
 
 
 def _tangled(series: Series) -> bool:
