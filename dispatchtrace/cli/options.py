@@ -7,22 +7,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..depth import Depth, check_depth
 from .errors import CliError
 
 
-def parse_depth(text: str) -> int:
-    """``--depth N``: a whole number >= 0, else an argparse error.
+def parse_depth(text: str) -> Depth:
+    """``--depth N|auto|ops|all`` (see ``dispatchtrace.depth``), else an argparse error naming the accepted values.
 
-    >>> parse_depth("2")
-    2
+    >>> parse_depth("2"), parse_depth("auto")
+    (2, 'auto')
     """
+    value: object = int(text) if text.strip().lstrip("-").isdigit() else text.strip()
     try:
-        n = int(text)
+        return check_depth(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {n}")
-    return n
+        raise argparse.ArgumentTypeError(f"expected N (a whole number >= 0), auto, ops or all; got {text!r}") from None
 
 
 def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None:

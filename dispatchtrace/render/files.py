@@ -46,10 +46,9 @@ def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **opti
     """Write ``graph`` to ``path``, the format taken from the suffix; returns the path written.
 
     ``.svg`` ``.pdf`` ``.png``: a diagram drawn by ``dot`` (options as ``to_dot``: ``depth``
-    ``"auto"``/``None``, an int or ``"ops"``, ``fold``, ``params``, ...). ``.dot`` ``.gv``: its
+    as ``dispatchtrace.depth``, ``"auto"`` when not given, ``fold``, ``params``, ...). ``.dot`` ``.gv``: its
     DOT source (no ``dot`` needed). ``.txt``: the nested tree (``graph.tree(depth, ...)`` with the
-    tree's options ``ops``, ``at``, ``statements``, ``noise``; a depth that is not an int gives the
-    whole tree). ``.json``: the capture itself (``graph.save``).
+    tree's options ``ops``, ``at``, ``statements``, ``noise``; no depth: ``"all"``). ``.json``: the capture itself (``graph.save``).
 
     Each format takes its own options and ignores the other's, so one set of options can write
     several formats; an option neither the tree nor the diagram knows is a ``TypeError``.
@@ -78,12 +77,12 @@ def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **opti
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".txt":
         chosen = {k: v for k, v in options.items() if k in tree_options}
-        path.write_text(str(tree(graph, depth if isinstance(depth, int) else None, **chosen)) + "\n", encoding="utf-8")
+        path.write_text(str(tree(graph, "all" if depth is None else depth, **chosen)) + "\n", encoding="utf-8")
         return path
     if suffix == ".json":
         graph.save(path)
         return path
-    dot = to_dot(graph, depth, **{k: v for k, v in options.items() if k in dot_options})
+    dot = to_dot(graph, "auto" if depth is None else depth, **{k: v for k, v in options.items() if k in dot_options})
     if suffix in SOURCE_SUFFIXES:
         path.write_text(dot.source, encoding="utf-8")
         return path

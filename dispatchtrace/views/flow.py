@@ -6,10 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph import Call, Op
+from ..graph import Call, Child, Op
 from ..tensors import TensorRef
-
-Child = Call | Op
 
 
 @dataclass(frozen=True, slots=True)
