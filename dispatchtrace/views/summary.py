@@ -16,6 +16,7 @@ Total                                2.1 k  33 kFLOPs     1.0 kB   2.0 kB
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +85,7 @@ class Summary:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Row]:
         return iter(self._rows)
 
     def rows(self) -> list[dict[str, Any]]:
