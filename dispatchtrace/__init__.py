@@ -2,9 +2,14 @@
 
 from .capture import capture
 from .graph import Call, Graph, Op
-from .serialize import load
+from .render.errors import DotFailedError, DotNotFoundError
+from .replay import ReplayError
+from .serialize import FormatError, load
 from .tensors import TensorRef
 from .verify import verify
 
-__all__ = ["Call", "Graph", "Op", "TensorRef", "capture", "load", "verify"]
+__all__ = [
+    "Call", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "Op", "ReplayError", "TensorRef",
+    "capture", "load", "verify",
+]
 __version__ = "0.1.0"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -15,20 +16,29 @@ from .scope import Scope
 _graph_task_id = torch._C._current_graph_task_id
 
 
-class _CaptureMode(TorchDispatchMode):
-    """Records every op that reaches it, then runs it unchanged."""
+ForwardHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
+"""``(func, args, kwargs, out)``: one forward op, after it ran."""
 
-    def __init__(self, recorder: Recorder) -> None:
+
+class OpMode(TorchDispatchMode):
+    """Runs every op unchanged, then hands it to ``forward`` (``backward(func)`` while autograd runs backward).
+
+    The one dispatch mode of the package: ``capture`` records through it, ``verify`` probes eager
+    runs with it.
+    """
+
+    def __init__(self, forward: ForwardHook, backward: Callable[[Any], None] | None = None) -> None:
         super().__init__()
-        self._recorder = recorder
+        self._forward = forward
+        self._backward = backward
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
-            self._recorder.op(func, args, kwargs, out)
-        else:
-            self._recorder.backward_op(func)
+            self._forward(func, args, kwargs, out)
+        elif self._backward is not None:
+            self._backward(func)
         return out
 
 
@@ -53,7 +63,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     def __init__(self, model: Any = None, *, source: bool = True) -> None:
         self._model = model
         self._source = source
-        self._active: tuple[Recorder, Scope, _CaptureMode] | None = None
+        self._active: tuple[Recorder, Scope, OpMode] | None = None
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -63,7 +73,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
             )
         recorder = Recorder(self._model, source=self._source)
         scope = Scope(recorder.enter, recorder.exit)
-        mode = _CaptureMode(recorder)
+        mode = OpMode(recorder.op, recorder.backward_op)
         try:
             mode.__enter__()
         except BaseException:

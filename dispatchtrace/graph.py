@@ -12,7 +12,9 @@ from .source import Source
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Iterable
+    from pathlib import Path
 
     import graphviz
     import torch.fx as fx
@@ -219,16 +221,33 @@ class Graph:
         return to_dot(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, rankdir=rankdir,
                       edge_labels=edge_labels, max_nodes=max_nodes, title=title, source=source, layout=layout)
 
-    def render(self, path: Any, depth: int | None = None, **options: Any) -> Any:
-        """Write a diagram or text file, format from the suffix; see ``render.files``.
-
-        ``depth=None`` (the default) means, per format: for diagrams (.svg .pdf .png .dot .gv)
-        ``"auto"``, as ``to_dot``; for .txt everything, as ``tree`` (``"auto"`` and ``"ops"`` also
-        give the whole tree there); .json saves the whole capture whatever ``depth`` is.
-        """
+    def render(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str | None = None,  # noqa: A002 - the public keyword
+        depth: Depth = "auto",
+        ops: bool = False,
+        noise: bool = False,
+        at: str | Call | None = None,
+        statements: bool = False,
+        predicate: Predicate | None = None,
+        fold: bool = True,
+        params: bool = False,
+        rankdir: Rankdir = "TB",
+        edge_labels: bool = True,
+        max_nodes: int = AUTO_BUDGET,
+        title: str | None = None,
+        source: bool = True,
+        layout: Layout = "auto",
+    ) -> Path:
+        """Write a diagram, the tree or the capture to ``path``, the format from its suffix or ``format=``;
+        returns the path written. See ``render.files.render`` for the formats and which options each takes."""
         from .render.files import render
 
-        return render(self, path, depth, **options)
+        return render(self, path, format=format, depth=depth, ops=ops, noise=noise, at=at, statements=statements,
+                      predicate=predicate, fold=fold, params=params, rankdir=rankdir, edge_labels=edge_labels,
+                      max_nodes=max_nodes, title=title, source=source, layout=layout)
 
     def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
         """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""
@@ -279,7 +298,7 @@ class Graph:
 
         return ops_between(self, first, second, inclusive=inclusive)
 
-    def save(self, path: Any) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""
         from .serialize import save
 

@@ -10,15 +10,14 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 from torch.utils import _pytree as pytree
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from .capture import capture
+from .capture import OpMode, capture
+from .errors import one_line
 from .graph import Graph
 from .replay import ReplayError, tensor_leaves, to_fx, top_returned
 from .source import SourceTable, user_site
 from .structure import leaves, template
 
-_graph_task_id = torch._C._current_graph_task_id
 # ops whose outputs hold uninitialized memory: their values are never compared
 _UNINITIALIZED = ("aten.empty.", "aten.empty_like.", "aten.empty_strided.", "aten.new_empty.", "aten.new_empty_strided.")
 
@@ -122,7 +121,7 @@ def check(g: Graph, model: nn.Module, output: Any, args: tuple[Any, ...] = (), k
         got = gm(*flat)
         failure = None
     except Exception as exc:  # noqa: BLE001 - reported, then located
-        got, failure = None, f"replay raised {type(exc).__name__}: {exc}"
+        got, failure = None, f"replay raised {one_line(exc)}"
     if failure is None:
         diffs: list[float | None] = []
         failure = _compare_structure(got, want, "output", diffs)
@@ -200,34 +199,24 @@ def _compare(got: torch.Tensor, want: torch.Tensor) -> str | None:
     try:
         torch.testing.assert_close(got, want, equal_nan=True)
     except AssertionError as exc:
-        return str(exc).strip().splitlines()[0] + " " + " ".join(str(exc).split("\n")[1:3]).strip()
+        return " ".join(line.strip() for line in str(exc).splitlines()[:3] if line.strip())
     return None
 
 
-class _Probe(TorchDispatchMode):
-    """Runs ops unchanged and hands each forward op (index, func, args, kwargs, out) to ``on_op``."""
-
-    def __init__(self, on_op: Callable[[int, Any, tuple[Any, ...], dict[str, Any], Any], bool]) -> None:
-        super().__init__()
-        self.on_op = on_op
-        self.index = 0
-        self.stopped = False
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if _graph_task_id() == -1 and not self.stopped:
-            if self.on_op(self.index, func, args, kwargs, out):
-                self.stopped = True
-            self.index += 1
-        return out
-
-
-def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool]) -> _Probe:
+def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool]) -> None:
+    """Run ``model`` on clones of the inputs, handing each forward op (index, func, args, kwargs, out)
+    to ``on_op`` until it returns True."""
     a, k = clone_tensors((args, kwargs))
-    with _Probe(on_op) as probe:
+    index, stopped = 0, False
+
+    def forward(func: Any, op_args: tuple[Any, ...], op_kwargs: dict[str, Any], out: Any) -> None:
+        nonlocal index, stopped
+        if not stopped:
+            stopped = bool(on_op(index, func, op_args, op_kwargs, out))
+            index += 1
+
+    with OpMode(forward):
         model(*a, **k)
-    return probe
 
 
 def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any) -> dict[str, torch.Tensor]:
@@ -266,7 +255,7 @@ class _Recording(fx.Interpreter):
             result = super().run_node(n)
         except Exception as exc:
             if "dispatchtrace_op" in n.meta and self.failed is None:
-                self.failed = (n.meta["dispatchtrace_op"], f"replay raised {type(exc).__name__}: {exc}")
+                self.failed = (n.meta["dispatchtrace_op"], f"replay raised {one_line(exc)}")
             raise
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
             self.values[n.meta["dispatchtrace_op"]] = tuple(t.detach().clone() for t in tensor_leaves(result))
@@ -312,8 +301,7 @@ def _locate(g: Graph, gm: fx.GraphModule, model: nn.Module, args: Any, kwargs: A
     if index >= len(g.ops):
         return Mismatch("?", "?", "?", "", frame, f"op {index}: {detail} (the eager run issued more ops than the capture)")
     op = g.ops[index]
-    source = getattr(op, "source", None)
-    return Mismatch(op.name, op.target, op.call.label, op.call.path, str(source) if source else frame, detail)
+    return Mismatch(op.name, op.target, op.call.label, op.call.path, str(op.source) if op.source else frame, detail)
 
 
 def _user_frame() -> str | None:

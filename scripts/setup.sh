@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh machine: graphviz's `dot`, a virtual environment, torch and
-# dispatchtrace with its dev tools. Called by scripts/demo.sh and scripts/test.sh.
+# dispatchtrace with its dev tools and the test-only zoo libraries (transformers, timm).
+# Called by scripts/demo.sh and scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,5 +29,7 @@ if ! .venv/bin/python -c "import torch, torchvision" >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import torch, torchvision" # fail loudly if the install did not work
 fi
-.venv/bin/pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import dispatchtrace, pytest"
+# -c keeps torch and torchvision where they are: transformers and timm must not move them
+printf 'torch==%s\ntorchvision==%s\n' $(.venv/bin/python -c "import torch, torchvision; print(torch.__version__.split('+')[0], torchvision.__version__.split('+')[0])") > .venv/torch-pins.txt
+.venv/bin/pip install -q --disable-pip-version-check -c .venv/torch-pins.txt -e ".[dev,zoo]" 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -c "import dispatchtrace, pytest, transformers, timm"

@@ -195,6 +195,32 @@ def test_missing_subcommand_is_one_line(monkeypatch, capsys):
     assert capsys.readouterr().err == "dispatchtrace: error: the 'nosuchcommand' command is not available in this version of dispatchtrace\n"
 
 
+@pytest.mark.parametrize("command", [[], ["demo"], ["render"], ["verify"]])
+def test_every_command_has_debug_once(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*command, "--help"])
+    assert exit_.value.code == 0
+    help_text = capsys.readouterr().out
+    assert help_text.count("--debug") == 2 and "show Python tracebacks" in help_text  # usage line, then its help
+
+
+def test_debug_reraises_in_process_and_is_accepted_where_nothing_fails(netfile, capsys):
+    with pytest.raises(CliError, match="malformed input shape"):
+        cli.main(["verify", "coolcnn", "--input", "1x3xq", "--debug"])
+    assert cli.main([f"{netfile}:make_tiny", "--debug"]) == 0
+    assert capsys.readouterr().out.startswith("Tiny  f32[2, 3]")
+
+
+def test_output_help_lists_the_registry(capsys):
+    from dispatchtrace.render.formats import help_text
+
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"the format comes from the suffix: {help_text()}; repeatable" in out
+    assert ".svg .pdf .png (a diagram drawn by graphviz's dot), .dot .gv (its DOT source), .txt (the tree)" in out
+
+
 # ---- the reusable API ----------------------------------------------------------------------------
 
 def test_load_model_forms(netfile):

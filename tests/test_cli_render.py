@@ -41,8 +41,20 @@ def test_render_svg_depth_2(trace: tuple[Path, dt.Graph], tmp_path: Path) -> Non
 def test_render_dot_equals_live_graph(trace: tuple[Path, dt.Graph], tmp_path: Path) -> None:
     path, g = trace
     out = tmp_path / "out.dot"
-    assert main(["render", str(path), "-o", str(out), "--depth", "2"]) == 0
+    assert main(["render", str(path), "-o", str(out), "--depth", "2", "--debug"]) == 0
     assert out.read_text() == g.to_dot(2).source
+
+
+def test_outputs_go_through_the_registry(trace: tuple[Path, dt.Graph], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path, g = trace
+    outs = [tmp_path / "a.gv", tmp_path / "a.txt", tmp_path / "copy.json"]
+    assert run([str(path), *[a for o in outs for a in ("-o", str(o))], "--depth", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"wrote {o}" for o in outs]
+    assert outs[0].read_text() == g.to_dot(1).source
+    assert outs[1].read_text() == str(g.tree(1)) + "\n"
+    assert outs[2].read_bytes() == g.render(tmp_path / "again.json").read_bytes()
+    assert len(dt.load(outs[2]).ops) == len(g.ops)
 
 
 def test_prints_tree_and_summary(trace: tuple[Path, dt.Graph], capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,9 @@
-"""render.files and render.notebook: every suffix, bad suffixes, and life without graphviz's ``dot``."""
+"""render.files, render.formats and render.notebook: every format, the registry, bad suffixes, life without ``dot``."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
 import shutil
@@ -15,9 +17,14 @@ import pytest
 from models import coolcnn
 
 import dispatchtrace as dt
-from dispatchtrace.render import DotFailedError, DotNotFoundError
-from dispatchtrace.render.files import SUFFIXES, run_dot
+from dispatchtrace.cli import main
+from dispatchtrace.cli.render import parser as render_parser
+from dispatchtrace.render import DotFailedError, DotNotFoundError, formats, notebook
+from dispatchtrace.render.diagram import DiagramOptions, run_dot
+from dispatchtrace.render.files import render
+from dispatchtrace.render.formats import Format, NoOptions
 from dispatchtrace.render.notebook import mimebundle
+from dispatchtrace.render.text import TreeOptions
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
 
@@ -56,24 +63,117 @@ def test_each_format_takes_its_own_options(cool: dt.Graph, tmp_path: Path) -> No
     dot = cool.render(tmp_path / "cool.dot", depth=1, fold=False, ops=True, at="max_pool#2")
     assert dot.read_text(encoding="utf-8") == cool.to_dot(1, fold=False).source
     for name in ("cool.txt", "cool.dot", "cool.json"):
-        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'.*fold"):
-            cool.render(tmp_path / "new" / name, colour="red")
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+            cool.render(tmp_path / "new" / name, colour="red")  # type: ignore[call-arg]
     assert not (tmp_path / "new").exists()
 
 
+def test_format_overrides_the_suffix(cool: dt.Graph, tmp_path: Path) -> None:
+    dot = cool.render(tmp_path / "diagram", format="dot", depth=1)
+    assert dot == tmp_path / "diagram" and dot.read_text(encoding="utf-8") == cool.to_dot(1).source
+    txt = cool.render(tmp_path / "tree.dot", format="tree", depth=1)
+    assert txt.read_text(encoding="utf-8") == str(cool.tree(1)) + "\n"
+    with pytest.raises(ValueError, match="unknown format 'jpeg'; use one of: svg, pdf, png, dot, tree, capture"):
+        cool.render(tmp_path / "x.svg", format="jpeg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagram", "tree.dot"]
+
+
+def test_render_signature_is_the_graph_method_signature() -> None:
+    method = list(inspect.signature(dt.Graph.render).parameters.values())[1:]
+    function = list(inspect.signature(render).parameters.values())[1:]
+    assert [(p.name, p.kind, p.default) for p in method] == [(p.name, p.kind, p.default) for p in function]
+    assert all(p.kind is p.KEYWORD_ONLY for p in function[1:])
+    assert inspect.signature(dt.Graph.render).return_annotation == "Path"
+
+
+def test_every_format_option_is_a_render_keyword_with_its_default() -> None:
+    keywords = inspect.signature(render).parameters
+    for fmt in formats.formats():
+        for field in dataclasses.fields(fmt.options):
+            assert field.name in keywords, (fmt.name, field.name)
+            assert keywords[field.name].default == field.default, (fmt.name, field.name)
+    assert keywords["depth"].default == "auto"
+
+
+def test_options_from_takes_each_formats_own() -> None:
+    values = {"depth": 2, "fold": False, "ops": True, "at": "max_pool#2", "rankdir": "LR"}
+    assert formats.get("svg").options_from(values) == DiagramOptions(depth=2, fold=False, rankdir="LR")
+    assert formats.get("tree").options_from(values) == TreeOptions(depth=2, ops=True, at="max_pool#2")
+    assert formats.get("capture").options_from(values) == NoOptions()
+
+
+def test_suffixes_are_matched_longest_first_in_any_case() -> None:
+    assert formats.for_path("a/b/Model.GV").name == "dot"
+    assert formats.for_path("trace.json").name == "capture"
+    assert formats.for_path(".json") is None and formats.for_path("json") is None
+    assert formats.for_path("model.svg.bak") is None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _ShoutOptions:
+    title: str | None = None
+    depth: formats.Depth = "auto"
+
+
+def _shout(graph: dt.Graph, o: _ShoutOptions) -> bytes:
+    return f"{o.title or 'untitled'} depth={o.depth}: {len(graph.ops)} OPS\n".upper().encode()
+
+
+@pytest.fixture
+def shout() -> Format[_ShoutOptions]:
+    """A throwaway format, registered for one test: what a new format module plus one registration give."""
+    fmt = formats.register(Format("shout", (".shout.txt",), _shout, _ShoutOptions, "the op count, loudly", "text/html"))
+    yield fmt
+    formats.unregister("shout")
+    assert formats.for_path("x.shout.txt").name == "tree"
+
+
+def test_a_registered_format_is_written_by_render_and_the_cli(cool: dt.Graph, tmp_path: Path, shout: Format[_ShoutOptions],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = cool.render(tmp_path / "cool.shout.txt", title="cool", depth=1, fold=False, ops=True)
+    assert path.read_text() == f"COOL DEPTH=1: {len(cool.ops)} OPS\n"
+    assert cool.render(tmp_path / "plain.txt", depth=1).read_text() == str(cool.tree(1)) + "\n"
+    assert cool.render(tmp_path / "loud", format="shout").read_text().startswith("UNTITLED DEPTH=AUTO")
+    assert ".shout.txt (the op count, loudly)" in " ".join(render_parser().format_help().split())
+    saved = cool.render(tmp_path / "cool.json")
+    assert main(["render", str(saved), "-o", str(tmp_path / "cli.shout.txt"), "--depth", "2"]) == 0
+    assert (tmp_path / "cli.shout.txt").read_text() == f"UNTITLED DEPTH=2: {len(cool.ops)} OPS\n"
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'cli.shout.txt'}\n"
+
+
+def test_registering_a_taken_name_or_suffix_is_refused(shout: Format[_ShoutOptions]) -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        formats.register(dataclasses.replace(shout, suffixes=(".other",)))
+    with pytest.raises(ValueError, match=r"the suffix \.json already means format 'capture'.*\.x\.json"):
+        formats.register(Format("mx", (".json",), _shout, _ShoutOptions, "x"))
+    with pytest.raises(ValueError, match="start with a dot"):
+        formats.register(Format("bad", ("MX.JSON",), _shout, _ShoutOptions, "x"))
+    assert [f.name for f in formats.formats()] == ["svg", "pdf", "png", "dot", "tree", "capture", "shout"]
+
+
+def test_notebook_shows_the_registry_formats(cool: dt.Graph, shout: Format[_ShoutOptions],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(notebook, "SHOWN", ("shout",))
+    bundle = cool._repr_mimebundle_()
+    assert bundle == {"text/html": f"UNTITLED DEPTH=AUTO: {len(cool.ops)} OPS\n", "text/plain": repr(cool)}
+    assert mimebundle(cool, exclude=["text/html"]) == {"text/plain": repr(cool)}
+
+
 def test_json_is_the_saved_capture(cool: dt.Graph, tmp_path: Path) -> None:
-    path = cool.render(tmp_path / "cool.json")
+    path = cool.render(tmp_path / "cool.json", depth=1, ops=True)
     json.loads(path.read_text(encoding="utf-8"))
     assert len(dt.load(path).ops) == len(cool.ops)
+    cool.save(tmp_path / "saved.json")
+    assert path.read_bytes() == (tmp_path / "saved.json").read_bytes()
 
 
 def test_unknown_suffix_lists_the_supported_ones(cool: dt.Graph, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"\.svg, \.pdf, \.png, \.dot, \.gv, \.txt, \.json"):
+    with pytest.raises(ValueError, match=r"\.svg, \.pdf, \.png, \.dot, \.gv, \.txt, \.json \(or name it: format= one of svg"):
         cool.render(tmp_path / "cool.jpg")
     with pytest.raises(ValueError, match="suffix"):
         cool.render(tmp_path / "cool")
     assert not list(tmp_path.iterdir())
-    assert SUFFIXES == (".svg", ".pdf", ".png", ".dot", ".gv", ".txt", ".json")
+    assert formats.suffixes() == (".svg", ".pdf", ".png", ".dot", ".gv", ".txt", ".json")
 
 
 @needs_dot
@@ -85,11 +185,11 @@ def test_dot_failure_is_reported(cool: dt.Graph) -> None:
 
 
 @needs_dot
-def test_notebook_bundle_has_svg_and_text(cool: dt.Graph) -> None:
+def test_notebook_bundle_has_svg_and_text(cool: dt.Graph, tmp_path: Path) -> None:
     bundle = cool._repr_mimebundle_()
     assert set(bundle) == {"image/svg+xml", "text/plain"}
     assert bundle["text/plain"] == repr(cool)
-    assert bundle["image/svg+xml"].lstrip().startswith("<?xml")
+    assert bundle["image/svg+xml"] == cool.render(tmp_path / "cool.svg").read_text(encoding="utf-8")
     assert set(mimebundle(cool, exclude=["image/svg+xml"])) == {"text/plain"}
     assert set(mimebundle(cool, include=["image/svg+xml"])) == {"image/svg+xml"}
 

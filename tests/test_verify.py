@@ -182,3 +182,20 @@ def test_the_verify_command_reports_a_bad_input_in_one_line(capsys: pytest.Captu
     assert main(["verify", "resnet18", "--input", "1x3x64"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("dispatchtrace: error: the forward pass of resnet18 on input 1x3x64 raised RuntimeError")
+
+
+def test_probe_sees_the_ops_the_capture_records() -> None:
+    """verify locates a difference by op index, so its probe and the capture must share one dispatch mode."""
+    from dispatchtrace.capture import OpMode
+    from dispatchtrace.verify import _probe
+
+    model, x = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)), torch.ones(2, 4, requires_grad=True)
+    with dt.capture(model) as g:
+        model(x).sum().backward()
+    seen: list[tuple[int, str]] = []
+    _probe(model, (x,), {}, lambda i, func, a, k, out: seen.append((i, str(func))) or i >= 3)
+    assert seen == [(i, op.target) for i, op in enumerate(g.ops[:4])]
+    forward, backward = [], []
+    with OpMode(lambda func, a, k, out: forward.append(str(func)), backward.append):
+        model(x).sum().backward()
+    assert forward == [op.target for op in g.ops] and len(backward) == len(g.backward_ops) > 0

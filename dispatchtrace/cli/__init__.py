@@ -6,6 +6,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from ..errors import one_line
 from .errors import CliError
 
 #: subcommands by first argument; each is a module ``dispatchtrace.cli.<name>`` with ``run(argv) -> int``
@@ -32,8 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # anything else: still one line, unless --debug
         if debug:
             raise
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        print(f"dispatchtrace: error: {type(e).__name__}: {first} (run with --debug for the traceback)", file=sys.stderr)
+        print(f"dispatchtrace: error: {one_line(e)} (run with --debug for the traceback)", file=sys.stderr)
         return 1
 
 

@@ -22,7 +22,6 @@ def run(argv: Sequence[str]) -> int:
                        description="Capture CoolCNN (first seed) and ResNet-50 (second seed) and write their "
                        "diagrams (SVG, PDF) and trees (.txt) into DIR.")
     p.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"output folder (default {DEFAULT_DIR})")
-    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     args = p.parse_args(list(argv))
     start = time.perf_counter()
     written = demo(Path(args.dir), log=lambda line: print(line, flush=True))
@@ -46,8 +45,8 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
     torch.manual_seed(0)
     cool = CoolCNN().eval()
     g = trace(cool, [torch.randn(1, 3, 32, 32)], name="CoolCNN")
-    save(out / "coolcnn.txt", "CoolCNN call tree: two parallel branches joined by add, div", lambda p: _text(p, g.tree(1)))
-    save(out / "coolcnn_ops.txt", "the same tree with the ATen ops inside each call", lambda p: _text(p, g.tree(1, ops=True)))
+    save(out / "coolcnn.txt", "CoolCNN call tree: two parallel branches joined by add, div", lambda p: write(g, p, depth=1))
+    save(out / "coolcnn_ops.txt", "the same tree with the ATen ops inside each call", lambda p: write(g, p, depth=1, ops=True))
     for fmt in ("svg", "pdf"):
         save(out / f"coolcnn.{fmt}", "CoolCNN data-flow diagram", lambda p: write(g, p, depth=1))
 
@@ -55,7 +54,7 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
 
     resnet = torchvision.models.resnet50(weights=None).eval()
     g = trace(resnet, [torch.randn(1, 3, 224, 224)], name="resnet50")
-    save(out / "resnet50.txt", "ResNet-50 call tree down to each Bottleneck's residual branches", lambda p: _text(p, g.tree(3)))
+    save(out / "resnet50.txt", "ResNet-50 call tree down to each Bottleneck's residual branches", lambda p: write(g, p, depth=3))
     save(out / "resnet50_relu_calls.txt", "all 49 ReLU calls of ResNet-50, in order", lambda p: _text(p, relu_calls(g)))
     for fmt in ("svg", "pdf"):
         save(out / f"resnet50.{fmt}", "ResNet-50 diagram at depth 2, identical consecutive Bottlenecks folded (×N)", lambda p: write(g, p, depth=2))

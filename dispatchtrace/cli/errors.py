@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class CliError(Exception):
@@ -17,7 +17,12 @@ class CliError(Exception):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """``argparse`` that reports a bad argument as one ``CliError`` line instead of usage text."""
+    """``argparse`` that reports a bad argument as one ``CliError`` line instead of usage text,
+    with the ``--debug`` flag every command has (``cli.main`` reads it)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         raise CliError(f"{message} (see {self.prog} --help)")

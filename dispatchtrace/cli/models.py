@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from ..errors import one_line
 from .errors import CliError
 
 #: models that ship with dispatchtrace (``dispatchtrace.models``), by lower-case name
@@ -43,12 +44,12 @@ def load_model(spec: str, *, device: str = "cpu") -> nn.Module:
         raise
     except Exception as e:
         if device != "meta":
-            raise CliError(f"building {spec} raised {type(e).__name__}: {_first_line(e)}") from e
+            raise CliError(f"building {spec} raised {one_line(e)}") from e
         # some constructors compute with tensor data (torchvision's RegNet); build on cpu, then move
         try:
             model = _load(spec)
         except Exception as e2:
-            raise CliError(f"building {spec} raised {type(e2).__name__}: {_first_line(e2)}") from e2
+            raise CliError(f"building {spec} raised {one_line(e2)}") from e2
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model = model.to("meta")
     return model.eval()
@@ -166,14 +167,14 @@ def _module_from(where: str) -> Any:
         except SyntaxError as e:
             raise CliError(f"cannot load {where}: syntax error on line {e.lineno}: {e.msg}") from e
         except Exception as e:
-            raise CliError(f"importing {where} raised {type(e).__name__}: {_first_line(e)}") from e
+            raise CliError(f"importing {where} raised {one_line(e)}") from e
         return module
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as e:
         raise CliError(f"cannot import {where!r} ({e}); is it installed, or is the current directory on PYTHONPATH?") from e
     except Exception as e:
-        raise CliError(f"importing {where} raised {type(e).__name__}: {_first_line(e)}") from e
+        raise CliError(f"importing {where} raised {one_line(e)}") from e
 
 
 def _attribute(module: Any, name: str, where: str) -> Any:
@@ -198,7 +199,7 @@ def _build(obj: Any, spec: str) -> nn.Module:
     except TypeError as e:
         if "argument" not in str(e):
             raise
-        raise CliError(f"cannot build {spec} without arguments ({_first_line(e)}); point at a function that builds it") from e
+        raise CliError(f"cannot build {spec} without arguments ({one_line(e)}); point at a function that builds it") from e
     if not isinstance(model, nn.Module):
         raise CliError(f"{spec}() returned a {type(model).__name__}, not an nn.Module")
     return model
@@ -214,7 +215,3 @@ def _torchvision(name: str) -> nn.Module:
         raise CliError(f"unknown model {name!r}; {hint}MODEL is {_FORMS}")
     return torchvision.models.get_model(name, weights=None)
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

@@ -1,14 +1,18 @@
-"""What the commands share: the ``--depth`` parser, the output-suffix check, the forward-error message."""
+"""What the commands share: the ``--depth`` parser, ``-o`` (through the format registry), the forward-error message."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..depth import Depth, check_depth
+from ..errors import one_line
 from .errors import CliError
+
+if TYPE_CHECKING:
+    from ..graph import Graph
 
 
 def parse_depth(text: str) -> Depth:
@@ -36,23 +40,38 @@ def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
     """-o FILE (repeatable) and --tree: what the commands that write files share."""
+    from ..render.formats import help_text
+
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
-                   help="write FILE; the format comes from the suffix: .svg .pdf .png .dot .gv .json .txt; repeatable")
+                   help=f"write FILE; the format comes from the suffix: {help_text()}; repeatable")
     p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
 
 
 def check_outputs(paths: Sequence[str]) -> None:
-    """Refuse unknown suffixes before any work is done."""
-    from ..render.files import SUFFIXES
+    """Refuse a file whose suffix no registered format has, before any work is done."""
+    from ..render.formats import for_path, suffixes
 
     for out in paths:
-        if Path(out).suffix.lower() not in SUFFIXES:
-            raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(SUFFIXES)}")
+        if for_path(out) is None:
+            raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(suffixes())}")
+
+
+def write_output(graph: Graph, path: str | Path, *, depth: Depth = "auto", ops: bool = False, noise: bool = False,
+                 at: str | None = None, statements: bool = False) -> Path:
+    """``graph.render(path, ...)`` for ``-o``; an unknown ``at`` label or a ``dot`` failure is a ``CliError``
+    (their messages already say what to do)."""
+    from ..render.errors import DotFailedError, DotNotFoundError
+
+    try:
+        return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements)
+    except (DotNotFoundError, DotFailedError) as e:
+        raise CliError(str(e)) from e
+    except (ValueError, KeyError) as e:
+        raise CliError(str(e.args[0]) if e.args else str(e)) from e
 
 
 def forward_error(name: str, inputs: Sequence[Any], error: Exception) -> CliError:
     """The one line for a forward pass that raised: the model, the input shapes, the error's first line."""
     shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return CliError(f"the forward pass of {name} on input {shapes} raised {type(error).__name__}: {text}"
+    return CliError(f"the forward pass of {name} on input {shapes} raised {one_line(error)}"
                     " (check --input and --dtype)")

@@ -27,7 +27,6 @@ def parser() -> argparse.ArgumentParser:
                    "default: all for the tree and summary, auto for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
     p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
-    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
 
 

@@ -12,10 +12,11 @@ import torch
 from ..capture import capture
 from ..depth import Depth
 from ..graph import Graph
+from ..render.formats import for_path
 from ..views.tree import Tree
 from .errors import ArgumentParser, CliError
 from .models import load_model, parse_inputs
-from .options import add_model_arguments, add_output_arguments, check_outputs, forward_error, parse_depth
+from .options import add_model_arguments, add_output_arguments, check_outputs, forward_error, parse_depth, write_output
 
 
 def parser() -> argparse.ArgumentParser:
@@ -40,7 +41,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--statements", action="store_true",
                    help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
     add_output_arguments(p)
-    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
 
 
@@ -79,20 +79,12 @@ def tree_of(graph: Graph, depth: Depth | None, *, ops: bool = False, noise: bool
 
 def write(graph: Graph, path: str | Path, *, depth: Depth | None = None, ops: bool = False, noise: bool = False,
           at: str | None = None, statements: bool = False) -> Path:
-    """Write one output file; ``.txt`` is the tree as printed (``at`` and ``statements`` apply to it only),
-    everything else goes to ``Graph.render``.
+    """Write one ``-o`` file through the format registry (``cli.options.write_output``).
 
-    Diagrams get ``depth`` when given, else ``"ops"`` with ``ops``, else ``"auto"``.
+    Without ``--depth``, a ``.txt`` tree is ``"all"`` (the tree as printed), diagrams are ``"ops"``
+    with ``--ops``, else ``"auto"``; ``at`` and ``statements`` apply to the tree only.
     """
-    path = Path(path)
-    if path.suffix.lower() == ".txt":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{tree_of(graph, depth, ops=ops, noise=noise, at=at, statements=statements)}\n", encoding="utf-8")
-        return path
-    from ..render.files import DotFailedError, DotNotFoundError
-
-    try:
-        diagram_depth: Depth = depth if depth is not None else ("ops" if ops else "auto")
-        return graph.render(path, diagram_depth, noise=noise)
-    except (DotNotFoundError, DotFailedError) as e:  # their messages already say what to do
-        raise CliError(str(e)) from e
+    if depth is None:
+        fmt = for_path(path)
+        depth = "all" if fmt is not None and fmt.name == "tree" else ("ops" if ops else "auto")
+    return write_output(graph, path, depth=depth, ops=ops, noise=noise, at=at, statements=statements)

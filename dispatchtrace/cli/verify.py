@@ -24,7 +24,6 @@ def parser() -> argparse.ArgumentParser:
     )
     add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes and dtypes are compared")
     p.add_argument("--seed", type=int, default=0, help="seed for the model's initial weights and the random inputs (default 0)")
-    p.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
     return p
 
 

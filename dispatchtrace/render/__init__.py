@@ -1,5 +1,5 @@
-"""Renderers: text, DOT, files. Only this layer imports graphviz or writes files."""
+"""Renderers: text, DOT, files, through one registry of formats. Only this layer imports graphviz or writes files."""
 
-from .files import DotFailedError, DotNotFoundError
+from .errors import DotFailedError, DotNotFoundError
 
 __all__ = ["DotFailedError", "DotNotFoundError"]

@@ -1,95 +1,68 @@
-"""Writing files: diagrams through graphviz's ``dot``, DOT source, the text tree, JSON."""
+"""Writing files: ``render`` finds the path's format in the registry (``render.formats``) and writes it."""
 
 from __future__ import annotations
 
-import inspect
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import graphviz
+from ..views.collapse import AUTO_MAX_NODES
+from .formats import choose
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-
-IMAGE_FORMATS = ("svg", "pdf", "png")
-SOURCE_SUFFIXES = (".dot", ".gv")
-SUFFIXES = tuple(f".{f}" for f in IMAGE_FORMATS) + SOURCE_SUFFIXES + (".txt", ".json")
-
-INSTALL_HINT = (
-    "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
-    "or `conda install graphviz`; .dot, .txt and .json outputs work without it"
-)
+    from ..graph import Call, Graph
+    from ..views.collapse import Predicate
+    from .dot import Layout, Rankdir
+    from .formats import Depth
 
 
-class DotNotFoundError(RuntimeError):
-    """graphviz's ``dot`` program is not installed (or not on ``PATH``)."""
+def render(
+    graph: Graph,
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,  # noqa: A002 - the public keyword
+    depth: Depth = "auto",
+    ops: bool = False,
+    noise: bool = False,
+    at: str | Call | None = None,
+    statements: bool = False,
+    predicate: Predicate | None = None,
+    fold: bool = True,
+    params: bool = False,
+    rankdir: Rankdir = "TB",
+    edge_labels: bool = True,
+    max_nodes: int = AUTO_MAX_NODES,
+    title: str | None = None,
+    source: bool = True,
+    layout: Layout = "auto",
+) -> Path:
+    """Write ``graph`` to ``path`` in the format of its suffix (or the one named by ``format``); returns the path.
 
-
-class DotFailedError(RuntimeError):
-    """``dot`` ran but could not lay out or write the diagram."""
-
-
-def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram") -> bytes:
-    """Lay out ``dot`` with graphviz's ``dot`` program and return the ``fmt`` bytes."""
-    try:
-        return dot.pipe(format=fmt)
-    except graphviz.ExecutableNotFound as exc:
-        raise DotNotFoundError(f"graphviz's `dot` program was not found, so {what} cannot be drawn; {INSTALL_HINT}") from exc
-    except graphviz.CalledProcessError as exc:
-        stderr = (exc.stderr or b"").decode(errors="replace").strip()
-        raise DotFailedError(f"`dot` failed to draw {what} as {fmt}: {stderr or exc}; write a .dot file to inspect the source") from exc
-
-
-def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **options: Any) -> Path:
-    """Write ``graph`` to ``path``, the format taken from the suffix; returns the path written.
-
-    ``.svg`` ``.pdf`` ``.png``: a diagram drawn by ``dot`` (options as ``to_dot``: ``depth``
-    as ``dispatchtrace.depth``, ``"auto"`` when not given, ``fold``, ``params``, ...). ``.dot`` ``.gv``: its
-    DOT source (no ``dot`` needed). ``.txt``: the nested tree (``graph.tree(depth, ...)`` with the
-    tree's options ``ops``, ``at``, ``statements``, ``noise``; no depth: ``"all"``). ``.json``: the capture itself (``graph.save``).
-
-    Each format takes its own options and ignores the other's, so one set of options can write
-    several formats; an option neither the tree nor the diagram knows is a ``TypeError``.
+    ``.svg`` ``.pdf`` ``.png``: a diagram drawn by ``dot``; ``.dot`` ``.gv``: its DOT source (no
+    ``dot`` needed); both take ``to_dot``'s options (``depth``, ``predicate``, ``fold``, ``params``,
+    ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``, ``source``, ``layout``).
+    ``.txt``: the tree, with ``tree``'s options (``depth``, ``ops``, ``noise``, ``at``,
+    ``statements``). ``.json``: the capture itself, as ``Graph.save`` writes it. ``depth``
+    defaults to ``"auto"`` for every format. Each format takes its own options and ignores the
+    others', so one set of options writes several formats. The registry (``render.formats``)
+    lists every format; ``format="svg"`` writes a path without (or with another) suffix. Nothing
+    is written when drawing fails.
 
     >>> import tempfile, torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
     >>> with dt.capture(lin) as g:
     ...     _ = lin(x)
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     written = render(g, Path(d) / "lin.dot", "ops")
+    ...     written = render(g, Path(d) / "lin.dot", depth="ops")
     ...     written.name, written.read_text().startswith("digraph")
     ('lin.dot', True)
     """
-    from ..views.tree import tree
-    from .dot import to_dot
-
+    fmt = choose(path, format)
+    values = dict(depth=depth, ops=ops, noise=noise, at=at, statements=statements, predicate=predicate, fold=fold,
+                  params=params, rankdir=rankdir, edge_labels=edge_labels, max_nodes=max_nodes, title=title,
+                  source=source, layout=layout)
+    data = fmt.write(graph, fmt.options_from(values))
     path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; use one of: {', '.join(SUFFIXES)}")
-    tree_options, dot_options = _keywords(tree), _keywords(to_dot)
-    unknown = sorted(set(options) - tree_options - dot_options)
-    if unknown:
-        raise TypeError(f"render() got an unexpected keyword argument {unknown[0]!r}; .txt takes "
-                        f"{', '.join(sorted(tree_options))}; diagrams take {', '.join(sorted(dot_options))}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".txt":
-        chosen = {k: v for k, v in options.items() if k in tree_options}
-        path.write_text(str(tree(graph, "all" if depth is None else depth, **chosen)) + "\n", encoding="utf-8")
-        return path
-    if suffix == ".json":
-        graph.save(path)
-        return path
-    dot = to_dot(graph, "auto" if depth is None else depth, **{k: v for k, v in options.items() if k in dot_options})
-    if suffix in SOURCE_SUFFIXES:
-        path.write_text(dot.source, encoding="utf-8")
-        return path
-    path.write_bytes(run_dot(dot, suffix[1:], what=str(path)))
+    path.write_bytes(data)
     return path
-
-
-def _keywords(function: Callable[..., Any]) -> frozenset[str]:
-    """The keyword-only options of ``function``: what ``render`` passes on to it."""
-    return frozenset(n for n, p in inspect.signature(function).parameters.items() if p.kind is p.KEYWORD_ONLY)

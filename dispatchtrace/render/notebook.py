@@ -1,21 +1,25 @@
-"""Jupyter display: a graph shows its default-depth diagram as SVG, or text without ``dot``."""
+"""Jupyter display: a graph shows its default-depth diagram (the registry's ``svg``), or text without ``dot``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .dot import to_dot
-from .files import DotFailedError, DotNotFoundError, run_dot
+from .errors import DotFailedError, DotNotFoundError
+from .formats import get
 
 if TYPE_CHECKING:
     from ..graph import Graph
 
+#: the formats a notebook shows, richest first, by registry name; the text repr is always there
+SHOWN = ("svg",)
 
-def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None, **options: Any) -> dict[str, str]:
+
+def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
     """``{"image/svg+xml": ..., "text/plain": ...}`` for ``_repr_mimebundle_``.
 
-    The SVG is left out when ``dot`` is missing or fails, so notebooks fall back to text.
+    Each format in ``SHOWN`` is written with its default options; one that cannot be drawn
+    (``dot`` missing or failing) is left out, so notebooks fall back to text.
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -26,10 +30,18 @@ def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iter
     """
     wanted = set(include) if include is not None else None
     unwanted = set(exclude or ())
-    bundle = {"text/plain": repr(graph)}
-    if (wanted is None or "image/svg+xml" in wanted) and "image/svg+xml" not in unwanted:
-        try:
-            bundle["image/svg+xml"] = run_dot(to_dot(graph, **options), "svg").decode("utf-8")
-        except (DotNotFoundError, DotFailedError):
-            pass
-    return {k: v for k, v in bundle.items() if (wanted is None or k in wanted) and k not in unwanted}
+
+    def shown(mime: str) -> bool:
+        return (wanted is None or mime in wanted) and mime not in unwanted
+
+    bundle: dict[str, str] = {}
+    for name in SHOWN:
+        fmt = get(name)
+        if shown(fmt.mime):
+            try:
+                bundle[fmt.mime] = fmt.write(graph, fmt.options()).decode("utf-8")
+            except (DotNotFoundError, DotFailedError):
+                pass
+    if shown("text/plain"):
+        bundle["text/plain"] = repr(graph)
+    return bundle
