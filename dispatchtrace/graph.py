@@ -7,18 +7,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
+from .depth import AUTO_BUDGET
 from .source import Source
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Iterable
     from pathlib import Path
 
+    import graphviz
+    import torch.fx as fx
     import torch.nn as nn
 
+    from .depth import Depth
     from .render.dot import Layout, Rankdir
-    from .render.formats import Depth
-    from .views.collapse import Predicate
+    from .replay import Constants
+    from .views.collapse import CollapsedGraph, Predicate
+    from .views.costs import Costs
+    from .views.query import CallRef
+    from .views.summary import Summary
+    from .views.tree import Tree
 
 
 @dataclass(slots=True, eq=False)
@@ -186,37 +195,31 @@ class Graph:
     # ---- views and exports: thin doors to the modules that implement them -----------------
     # (imports are local: graph is the data model, the layers above it import graph, not back)
 
-    def collapse(self, depth: int | None = None, **options: Any) -> Any:
-        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``.
+    # Depth: one type and one meaning for every method below; see ``dispatchtrace.depth``.
 
-        ``depth=None`` (the default) means op level, as ``"ops"``: nothing is collapsed. An int
-        collapses every call at that depth (the model's call is 0); ``"auto"`` picks the deepest
-        depth with at most ``AUTO_MAX_NODES`` (150) nodes.
-        """
+    def collapse(self, depth: Depth = "ops", *, predicate: Predicate | None = None, fold: bool = False,
+                 params: bool = False, noise: bool = False) -> CollapsedGraph:
+        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``."""
         from .views.collapse import collapse
 
-        return collapse(self, depth, **options)
+        return collapse(self, depth, predicate=predicate, fold=fold, params=params, noise=noise)
 
-    def tree(self, depth: int | None = None, **options: Any) -> Any:
-        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``.
-
-        ``depth=None`` (the default) means everything: every call is opened. An int opens calls
-        down to that depth (the model's call is 0, or the ``at=`` call when given).
-        """
+    def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
+             statements: bool = False) -> Tree:
+        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``."""
         from .views.tree import tree
 
-        return tree(self, depth, **options)
+        return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements)
 
-    def to_dot(self, depth: int | None = None, **options: Any) -> Any:
-        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``.
-
-        ``depth=None`` (the default) means ``"auto"``: the deepest call depth whose diagram has
-        at most ``max_nodes`` (150) nodes. An int collapses every call at that depth; ``"ops"``
-        shows every op.
-        """
+    def to_dot(self, depth: Depth = "auto", *, predicate: Predicate | None = None, fold: bool = True,
+               params: bool = False, noise: bool = False, rankdir: Rankdir = "TB", edge_labels: bool = True,
+               max_nodes: int = AUTO_BUDGET, title: str | None = None, source: bool = True,
+               layout: Layout = "auto") -> graphviz.Digraph:
+        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``."""
         from .render.dot import to_dot
 
-        return to_dot(self, depth, **options)
+        return to_dot(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, rankdir=rankdir,
+                      edge_labels=edge_labels, max_nodes=max_nodes, title=title, source=source, layout=layout)
 
     def render(
         self,
@@ -233,7 +236,7 @@ class Graph:
         params: bool = False,
         rankdir: Rankdir = "TB",
         edge_labels: bool = True,
-        max_nodes: int = 150,
+        max_nodes: int = AUTO_BUDGET,
         title: str | None = None,
         source: bool = True,
         layout: Layout = "auto",
@@ -246,53 +249,54 @@ class Graph:
                       predicate=predicate, fold=fold, params=params, rankdir=rankdir, edge_labels=edge_labels,
                       max_nodes=max_nodes, title=title, source=source, layout=layout)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
         """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""
         from .render.notebook import mimebundle
 
         return mimebundle(self, include, exclude)
 
-    def to_fx(self, model: Any = None, **options: Any) -> Any:
+    def to_fx(self, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
         """A ``torch.fx.GraphModule`` that re-runs the captured ATen ops; see ``replay.to_fx``."""
         from .replay import to_fx
 
-        return to_fx(self, model, **options)
+        return to_fx(self, model, constants=constants)
 
-    def costs(self) -> Any:
+    def costs(self) -> Costs:
         """Per-op FLOPs and bytes, per-call totals and parameters (cached); see ``views.costs``."""
         from .views.costs import costs
 
         return costs(self)
 
-    def summary(self, depth: int | None = None) -> Any:
+    def summary(self, depth: Depth = "all") -> Summary:
         """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""
         from .views.summary import summary
 
         return summary(self, depth)
 
-    def find_ops(self, target: str = "*", **options: Any) -> list[Op]:
+    def find_ops(self, target: str = "*", *, path: str | None = None, type: str | None = None,
+                 direct: bool = False) -> list[Op]:
         """Ops by target pattern (``aten.add*``), module ``path=`` / ``type=`` pattern; see ``views.query``."""
         from .views.query import find_ops
 
-        return find_ops(self, target, **options)
+        return find_ops(self, target, path=path, type=type, direct=direct)
 
-    def find_calls(self, path: str | None = None, **options: Any) -> list[Call]:
+    def find_calls(self, path: str | None = None, *, type: str | None = None) -> list[Call]:
         """Calls by path pattern (``layer1.*``) and ``type=`` pattern; see ``views.query``."""
         from .views.query import find_calls
 
-        return find_calls(self, path, **options)
+        return find_calls(self, path, type=type)
 
-    def calls_of(self, module: Any) -> list[Call]:
+    def calls_of(self, module: nn.Module | str) -> list[Call]:
         """Every call of a module instance (or of a path), in order; see ``views.query``."""
         from .views.query import calls_of
 
         return calls_of(self, module)
 
-    def ops_between(self, first: Any, second: Any, **options: Any) -> list[Op]:
+    def ops_between(self, first: CallRef, second: CallRef, *, inclusive: bool = False) -> list[Op]:
         """Ops run after call ``first`` returned and before ``second`` began; see ``views.query``."""
         from .views.query import ops_between
 
-        return ops_between(self, first, second, **options)
+        return ops_between(self, first, second, inclusive=inclusive)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""

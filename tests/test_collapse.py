@@ -1,4 +1,4 @@
-"""views.collapse and views.fold: module calls as nodes, op-level edges mapped onto them, folding."""
+"""views.collapse: module calls as nodes, op-level edges mapped onto them, folded runs as one node (rules: test_fold)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from models import CoolCNN, coolcnn, traced
 
 import dispatchtrace as dt
 from dispatchtrace.views.collapse import CollapsedGraph, Node, auto_depth, collapse
-from dispatchtrace.views.fold import range_label, runs, signature
 
 
 def names(nodes: list[Node]) -> list[str]:
@@ -96,14 +95,23 @@ def test_depth0_is_the_model_as_one_node(cool: dt.Graph) -> None:
 
 
 def test_op_level_keeps_every_op_but_unused_detach(cool: dt.Graph) -> None:
-    for depth in (None, "ops"):
-        cg = cool.collapse(depth)
-        shown = [n.op for n in cg.nodes if n.kind == "op"]
-        assert shown == [op for op in cool.ops if op.target != "aten.detach.default"]
-        assert len(cg.edges) == 19
-    assert cool.collapse(None).depth is None
-    with_dead = cool.collapse(None, dead=True)
-    assert sum(n.kind == "op" for n in with_dead.nodes) == len(cool.ops)
+    cg = cool.collapse()
+    shown = [n.op for n in cg.nodes if n.kind == "op"]
+    assert shown == [op for op in cool.ops if op.target != "aten.detach.default"]
+    assert len(cg.edges) == 19
+    assert cg.depth == "ops" and str(cg) == str(cool.collapse("ops"))
+    with_noise = cool.collapse("ops", noise=True)
+    assert sum(n.kind == "op" for n in with_noise.nodes) == len(cool.ops)
+
+
+def test_depth_all_is_every_call_with_leaf_calls_closed(cool: dt.Graph, resnet: dt.Graph) -> None:
+    assert cool.collapse("all").depth == 1 and str(cool.collapse("all")) == str(cool.collapse(1))
+    cg = resnet.collapse("all")
+    assert cg.depth == max(c.depth for c in resnet.calls) == 4 and str(cg) == str(resnet.collapse(4))
+    calls = [n.call for n in cg.nodes if n.kind == "call"]
+    assert calls and all(not any(isinstance(c, dt.Call) for c in call.children) for call in calls)
+    assert all(any(isinstance(c, dt.Call) for c in n.op.call.children) or n.op.call.parent is None
+               for n in cg.nodes if n.op is not None)
 
 
 def test_op_level_groups_name_every_call(cool: dt.Graph) -> None:
@@ -126,9 +134,11 @@ def test_params_shows_parameters_as_nodes(cool: dt.Graph) -> None:
 
 
 def test_bad_depth_says_what_depths_mean(cool: dt.Graph) -> None:
-    for bad in (-1, "deep", True, 1.5):
-        with pytest.raises(ValueError, match="model's own call is 0"):
-            cool.collapse(bad)
+    for bad in (None, -1, "deep", True, 1.5):
+        with pytest.raises(ValueError, match="depth must be an int >= 0 .*'auto', 'ops' or 'all'; got"):
+            cool.collapse(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="noise must be True"):
+        cool.collapse(noise="show")  # type: ignore[arg-type]
 
 
 def test_str_is_one_line_per_node_and_edge(cool: dt.Graph) -> None:
@@ -247,44 +257,6 @@ def test_transformer_folded_cluster_shows_one_layer_inside() -> None:
     assert len(g.collapse(2)) > 10 * 12
 
 
-def test_fold_needs_a_chain() -> None:
-    class Twin(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.a(x) + self.b(x)  # same structure, side by side: not a chain
-
-    g = traced(Twin(), torch.ones(1, 4))
-    assert runs(g, lambda c: True) == []
-    assert [n.name for n in g.collapse(1, fold=True).nodes if n.kind == "call"] == ["a", "b"]
-
-
-def test_fold_needs_the_same_structure() -> None:
-    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4, bias=False), nn.Linear(4, 4), nn.Linear(4, 4))
-    g = traced(model, torch.ones(1, 4))
-    assert signature(g.calls[1]) != signature(g.calls[2])
-    assert [n.label for n in g.collapse(1, fold=True).nodes if n.kind == "call"] == [
-        "0 (Linear)", "1 (Linear)", "2–3 (Linear) ×2"]
-
-
-def test_one_module_called_in_a_loop_folds() -> None:
-    class Loop(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.step = nn.Linear(4, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            for _ in range(5):
-                x = self.step(x)
-            return x
-
-    g = traced(Loop(), torch.ones(1, 4))
-    assert [n.label for n in g.collapse(1, fold=True).nodes] == ["x", "step#0–4 (Linear) ×5", "output"]
-    assert range_label(tuple(g.calls[1:])) == "step#0–4"
-
-
 # ---- calls without ops, code outside modules --------------------------------------------------
 
 
@@ -315,7 +287,8 @@ def test_capture_without_modules() -> None:
     x = torch.ones(3)
     with dt.capture() as g:
         x.sin().cos()
-    assert auto_depth(g) is None
+    assert auto_depth(g) == "ops"
+    assert str(collapse(g, "all")) == str(collapse(g, "ops"))
     cg = collapse(g, "auto")
     assert [n.label for n in cg.nodes] == ["input_0", "aten::sin", "aten::cos"]
     chain(cg, "input_0", "sin", "cos")
@@ -329,7 +302,7 @@ def test_in_place_write_through_a_view() -> None:
             return y.relu()
 
     g = traced(Poke(), torch.ones(2, 4))
-    cg = g.collapse(None)
+    cg = g.collapse("ops")
     relu = next(n for n in cg.nodes if n.label == "aten::relu")
     assert "add_" in names(cg.predecessors(relu))
     assert_acyclic(cg)
@@ -346,7 +319,7 @@ def test_batch_norm_bookkeeping_is_hidden_in_training() -> None:
     assert len(counters) == 1
     shown = {n.op for n in g.collapse("ops").nodes if n.op is not None}
     assert counters[0] not in shown
-    assert counters[0] in {n.op for n in g.collapse("ops", dead=True).nodes}
+    assert counters[0] in {n.op for n in g.collapse("ops", noise=True).nodes}
     bn = next(op for op in g.ops if op.target == "aten.native_batch_norm.default")
     assert bn in shown and {r.kind for r in bn.mutated} == {"buffer"}
 
@@ -396,7 +369,7 @@ def test_model_zoo_collapses_to_dags(name: str) -> None:
     model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
     size = 299 if name == "inception_v3" else 224
     g = traced(model, torch.randn(1, 3, size, size), grad=False)
-    for depth in (0, 1, 2, 3, None):
+    for depth in (0, 1, 2, 3, "all", "ops"):
         for fold in (False, True):
             cg = g.collapse(depth, fold=fold)
             assert_acyclic(cg)

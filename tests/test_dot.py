@@ -2,38 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import graphviz
 import pytest
 import torch
 import torch.nn as nn
 import torchvision
+from golden_text import golden
 from models import coolcnn, traced
 
 import dispatchtrace as dt
 from dispatchtrace.render.diagram import run_dot
 from dispatchtrace.render.dot import digraph, edge_label, text, to_dot
 
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
 SVG = "{http://www.w3.org/2000/svg}"
-
-
-def golden(name: str, actual: str) -> None:
-    """Compare with ``tests/golden/<name>``; ``DISPATCHTRACE_UPDATE_GOLDEN=1`` rewrites it."""
-    path = GOLDEN / name
-    if UPDATE or not path.exists():
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(actual, encoding="utf-8")
-        if not UPDATE:
-            pytest.fail(f"wrote missing golden file {path}; check it and commit it")
-    assert actual == path.read_text(encoding="utf-8"), f"{name} changed; rerun with DISPATCHTRACE_UPDATE_GOLDEN=1 if on purpose"
 
 
 def svg_nodes(svg: bytes) -> list[ET.Element]:
@@ -65,7 +51,7 @@ def test_golden_coolcnn_ops(cool: dt.Graph) -> None:
 
 def test_same_capture_twice_gives_identical_dot() -> None:
     a, b = coolcnn(), coolcnn()
-    for depth in (0, 1, "ops", None):
+    for depth in (0, 1, "ops", "all", "auto"):
         assert to_dot(a, depth).source == to_dot(b, depth).source
     assert "0x" not in to_dot(a, "ops").source  # no id()s or addresses
 
@@ -133,7 +119,11 @@ def test_default_depth_keeps_resnet50_readable(resnet: dt.Graph) -> None:
     auto = resnet.to_dot()
     n_auto = len(re.findall(r"^\s*n\d+ \[label=", auto.source, re.M))
     assert 20 <= n_auto <= 150
-    assert resnet.to_dot(None).source == auto.source == to_dot(resnet, "auto").source
+    assert resnet.to_dot("auto").source == auto.source == to_dot(resnet, "auto").source
+    assert resnet.to_dot("all").source == to_dot(resnet, max(c.depth for c in resnet.calls)).source
+    for bad in (None, -1, "foo", True, 1.5):
+        with pytest.raises(ValueError, match="depth must be an int >= 0"):
+            resnet.to_dot(bad)  # type: ignore[arg-type]
     ops = resnet.to_dot("ops", fold=False).source
     assert ops.count("label=\"aten::convolution\"") == 53
 

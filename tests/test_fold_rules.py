@@ -9,7 +9,7 @@ import torchvision
 from models import traced
 
 import dispatchtrace as dt
-from dispatchtrace.views.fold import runs, signature
+from dispatchtrace.views.fold import foldable_runs, signature
 
 
 def folded(g: dt.Graph, depth: int) -> list[str]:
@@ -19,7 +19,7 @@ def folded(g: dt.Graph, depth: int) -> list[str]:
 def test_linears_of_different_widths_do_not_fold() -> None:
     model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 16), nn.Linear(16, 2))
     g = traced(model, torch.ones(1, 4))
-    assert runs(g, lambda c: True) == []
+    assert foldable_runs(g, lambda c: True) == []
     assert [n.label for n in g.collapse(1, fold=True).nodes if n.kind == "call"] == [
         "0 (Linear)", "1 (Linear)", "2 (Linear)"]
     assert "×" not in g.to_dot(1).source
@@ -48,7 +48,7 @@ def test_same_output_shape_but_other_parameter_shapes_do_not_fold() -> None:
     model = nn.Sequential(nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, 3, padding=1))
     g = traced(model, torch.randn(1, 8, 6, 6))
     assert [c.outputs[0].shape for c in g.calls[1:]] == [(1, 8, 6, 6)] * 2
-    assert runs(g, lambda c: True) == []
+    assert foldable_runs(g, lambda c: True) == []
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +69,6 @@ def test_resnet18_identical_blocks_inside_a_stage_still_fold(resnet18: dt.Graph)
 
 
 def test_every_run_found_has_one_shape_per_op(resnet18: dt.Graph) -> None:
-    for run in runs(resnet18, lambda c: True):
+    for run in foldable_runs(resnet18, lambda c: True):
         shapes = [[(o.target, [r.label for r in (*o.inputs, *o.outputs)]) for o in c.all_ops()] for c in run.calls]
         assert all(s == shapes[0] for s in shapes), run

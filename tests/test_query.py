@@ -70,12 +70,15 @@ def test_ops_between(g: dt.Graph) -> None:
         g.ops_between("layer2", "layer1")
     with pytest.raises(KeyError, match="called 3 times"):
         resolve(g, "layer1.0.relu")
-    assert resolve(g, "layer1.0.relu#2") is resolve(g, "layer1.0.relu #2") is g.calls_of("layer1.0.relu")[2]
+    assert resolve(g, "layer1.0.relu#2") is g.calls_of("layer1.0.relu")[2]
     assert resolve(g, "layer1.0.relu#0").index == 0
-    assert [op.short for op in g.ops_between("layer1.0.relu #1", "layer1.0.relu #2")] == [
-        op.short for op in g.ops_between("layer1.0.relu#1", "layer1.0.relu#2")]
-    with pytest.raises(KeyError, match="no module call labelled 'layer1.0.relu #3'"):
-        resolve(g, "layer1.0.relu #3")
+    assert resolve(g, "layer1.0.conv1") is g.calls_of("layer1.0.conv1")[0]  # a path called once
+    with pytest.raises(KeyError, match="no module call labelled 'layer1.0.relu#3'"):
+        resolve(g, "layer1.0.relu#3")
+    with pytest.raises(KeyError, match="write 'layer1.0.relu#2', with no space before #"):
+        resolve(g, "layer1.0.relu #2")  # one spelling only: the label's
+    with pytest.raises(KeyError, match="no module call labelled 'layer1.0.conv1#0'"):
+        resolve(g, "layer1.0.conv1#0")  # called once: its label has no index
 
 
 def test_queries_on_a_loaded_capture(g: dt.Graph) -> None:

@@ -4,28 +4,15 @@ from __future__ import annotations
 
 import gc
 
-import os
-from pathlib import Path
-
+import pytest
 import torch
 import torch.nn as nn
 import torchvision
+from golden_text import golden
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
 from dispatchtrace.views.summary import human
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"
-
-
-def golden(name: str, text: str) -> None:
-    """Compare with ``tests/golden/<name>``; ``DISPATCHTRACE_UPDATE_GOLDEN=1`` rewrites it."""
-    path = GOLDEN / name
-    if UPDATE:
-        path.write_text(text + "\n", encoding="utf-8")
-    assert path.exists(), f"{path} is missing; create it with DISPATCHTRACE_UPDATE_GOLDEN=1 pytest {__file__}"
-    assert text + "\n" == path.read_text(encoding="utf-8"), f"{name} changed; rerun with DISPATCHTRACE_UPDATE_GOLDEN=1 if on purpose"
 
 
 def test_golden_coolcnn_summary() -> None:
@@ -116,3 +103,16 @@ def test_human() -> None:
     assert human(999_600, "B") == "1.0 MB"
     assert human(12_345_678_901, "FLOPs") == "12 GFLOPs"
     assert human(7_000_000_000) == "7.0 G"
+
+
+def test_summary_depth_is_the_one_depth_type() -> None:
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 4)), nn.ReLU())
+    with dt.capture(model) as g:
+        model(torch.ones(1, 4))
+    assert [r.label for r in g.summary()] == ["Sequential", "0", "0.0", "1"]
+    assert [r.label for r in g.summary(1)] == ["Sequential", "0", "1"]
+    for named in ("all", "ops", "auto"):  # no op rows: every call, as documented in dispatchtrace.depth
+        assert [r.label for r in g.summary(named)] == ["Sequential", "0", "0.0", "1"]
+    for bad in (None, -1, "x", True, 1.5):
+        with pytest.raises(ValueError, match="depth must be an int >= 0 .*'auto', 'ops' or 'all'"):
+            g.summary(bad)  # type: ignore[arg-type]

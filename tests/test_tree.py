@@ -1,30 +1,17 @@
 """The nested tree view: golden text, branch structure, fallback, noise, notebooks."""
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
 import torchvision
+from golden_text import GOLDEN, golden
 from models import coolcnn as seed_coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
 from dispatchtrace.views.tree import Tree, TreeNode
-
-GOLDEN = Path(__file__).parent / "golden"
-UPDATE = os.environ.get("DISPATCHTRACE_UPDATE_GOLDEN") == "1"
-
-
-def golden(name: str, text: str) -> None:
-    """Compare with ``tests/golden/<name>``; ``DISPATCHTRACE_UPDATE_GOLDEN=1`` rewrites it."""
-    path = GOLDEN / name
-    if UPDATE:
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text + "\n", encoding="utf-8")
-    assert path.exists(), f"{path} is missing; create it with DISPATCHTRACE_UPDATE_GOLDEN=1 pytest {__file__}"
-    assert text + "\n" == path.read_text(encoding="utf-8")
 
 
 def run(model: nn.Module, *inputs: torch.Tensor, train: bool = False) -> dt.Graph:
@@ -78,10 +65,10 @@ def test_coolcnn_two_branches_then_merge(cool):
     par, *rest = root.children
     assert par.kind == "parallel" and par.text == "2 parallel branches"
     assert [b.kind for b in par.children] == ["branch", "branch"]
-    assert texts(par.children[0]) == ["initial_conv (Conv2d)", "aten::relu", "max_pool #0 (MaxPool2d)"]
-    assert texts(par.children[1]) == ["parallel_conv (Conv2d)", "aten::relu", "max_pool #1 (MaxPool2d)"]
+    assert texts(par.children[0]) == ["initial_conv (Conv2d)", "aten::relu", "max_pool#0 (MaxPool2d)"]
+    assert texts(par.children[1]) == ["parallel_conv (Conv2d)", "aten::relu", "max_pool#1 (MaxPool2d)"]
     assert [n.text for n in rest] == [
-        "aten::add", "aten::div", "secondary_conv (Conv2d)", "aten::relu", "max_pool #2 (MaxPool2d)",
+        "aten::add", "aten::div", "secondary_conv (Conv2d)", "aten::relu", "max_pool#2 (MaxPool2d)",
         "aten::view", "fully_connected1 (Linear)", "aten::relu", "output_layer (Linear)",
     ]
     assert rest[0].note == "joins 2 branches" and rest[0].op.short == "aten::add"
@@ -98,15 +85,15 @@ def test_every_resnet50_bottleneck_shows_its_residual_branches(resnet50):
         par, add, relu = b.children
         main, side = par.children
         p = b.call.path
-        assert texts(main) == [f"{p}.conv1 (Conv2d)", f"{p}.bn1 (BatchNorm2d)", f"{p}.relu #0 (ReLU)",
-                               f"{p}.conv2 (Conv2d)", f"{p}.bn2 (BatchNorm2d)", f"{p}.relu #1 (ReLU)",
+        assert texts(main) == [f"{p}.conv1 (Conv2d)", f"{p}.bn1 (BatchNorm2d)", f"{p}.relu#0 (ReLU)",
+                               f"{p}.conv2 (Conv2d)", f"{p}.bn2 (BatchNorm2d)", f"{p}.relu#1 (ReLU)",
                                f"{p}.conv3 (Conv2d)", f"{p}.bn3 (BatchNorm2d)"]
         if p.endswith(".0"):  # first block of a stage: the identity path is the downsample
             assert side.kind == "branch" and texts(side) == [f"{p}.downsample (Sequential)"]
         else:
             assert side.kind == "skip"
         assert add.op.short == "aten::add_" and add.note == "joins 2 branches"
-        assert relu.text == f"{p}.relu #2 (ReLU)"
+        assert relu.text == f"{p}.relu#2 (ReLU)"
 
 
 def test_densenet_falls_back_to_call_order_with_reads():
@@ -183,7 +170,7 @@ def test_capture_with_code_outside_the_model_has_a_capture_root():
 # ---- ops, depth, noise -------------------------------------------------------------------------
 
 def test_ops_true_full_depth_shows_every_op_once(resnet50):
-    shown = [n.op for n in resnet50.tree(ops=True).walk() if n.kind == "op"]
+    shown = [n.op for n in resnet50.tree(ops=True, noise=True).walk() if n.kind == "op"]
     assert len(shown) == len(set(shown)) == len(resnet50.ops)
     assert [op.index for op in sorted(shown, key=lambda o: o.index)] == list(range(len(resnet50.ops)))
 
@@ -203,8 +190,19 @@ def test_depth_limits_the_tree(resnet50):
     assert all(not c.children for c in resnet50.tree(1).root.children)
     deepest = max(n.call.depth for n in resnet50.tree(2).walk() if n.kind == "call")
     assert deepest == 2
-    with pytest.raises(ValueError, match="depth must be"):
-        resnet50.tree(-1)
+    for bad in (None, -1, "foo", True, 1.5):
+        with pytest.raises(ValueError, match="depth must be an int >= 0 .*'auto', 'ops' or 'all'"):
+            resnet50.tree(bad)
+
+
+def test_named_depths_mean_what_they_mean_everywhere(resnet50, cool):
+    assert str(resnet50.tree("all")) == str(resnet50.tree())
+    assert str(resnet50.tree("ops")) == str(resnet50.tree(ops=True)) == str(resnet50.tree("all", ops=True))
+    auto = resnet50.tree("auto")  # the deepest depth within the line budget
+    depth = max(n.call.depth for n in auto.walk() if n.kind == "call")
+    assert str(auto) == str(resnet50.tree(depth))
+    assert len(auto.lines()) <= 150 < len(resnet50.tree(depth + 1).lines())
+    assert str(cool.tree("auto")) == str(cool.tree("all"))  # small enough to show whole
 
 
 def test_autograd_detach_is_hidden_unless_asked(cool):
@@ -212,10 +210,10 @@ def test_autograd_detach_is_hidden_unless_asked(cool):
     g = run(CoolCNN(), torch.randn(1, 3, 32, 32), train=True)
     assert any(op.short == "aten::detach" for op in g.ops)
     assert str(g.tree(1)) == str(cool.tree(1))
-    shown = str(g.tree(1, noise="show"))
+    shown = str(g.tree(1, noise=True))
     assert shown.count("aten::detach") == 4
-    with pytest.raises(ValueError, match="noise"):
-        g.tree(noise="yes")
+    with pytest.raises(ValueError, match="noise must be True"):
+        g.tree(noise="show")
 
 
 # ---- display -----------------------------------------------------------------------------------
@@ -224,7 +222,7 @@ def test_tree_displays_in_notebooks(cool):
     t = cool.tree(1)
     assert isinstance(t, Tree)
     html = t._repr_html_()
-    assert html.startswith("<pre") and "max_pool #2 (MaxPool2d)" in html and "<capture>" not in html
+    assert html.startswith("<pre") and "max_pool#2 (MaxPool2d)" in html and "<capture>" not in html
 
     class P:
         text_ = ""
@@ -252,10 +250,11 @@ def test_tree_at_a_call_counts_depth_from_it(resnet50):
     par, add, relu = t.root.children
     assert [c.text for c in par.children[1].children] == ["layer2.0.downsample (Sequential)"]
     assert par.children[1].children[0].children == ()  # depth 1 from the Bottleneck: downsample closed
-    assert resnet50.tree(at="layer2.0.relu#2").root.text == "layer2.0.relu #2 (ReLU)"
-    assert resnet50.tree(at="layer2.0.relu #2").root.text == "layer2.0.relu #2 (ReLU)"  # as the tree prints it
+    assert resnet50.tree(at="layer2.0.relu#2").root.text == "layer2.0.relu#2 (ReLU)"  # as the tree prints it
+    with pytest.raises(KeyError, match=r"write 'layer2.0.relu#2', with no space before #"):
+        resnet50.tree(at="layer2.0.relu #2")
     assert resnet50.tree(at=resnet50.calls[3]).root.call is resnet50.calls[3]
-    with pytest.raises(KeyError, match=r"no module call labelled 'layer9'.*' #N'"):
+    with pytest.raises(KeyError, match=r"no module call labelled 'layer9'; labels are dotted paths with #N"):
         resnet50.tree(at="layer9")
     with pytest.raises(KeyError, match=r"called 3 times \(layer2.0.relu#0, layer2.0.relu#1"):
         resnet50.tree(at="layer2.0.relu")
@@ -268,7 +267,7 @@ def test_a_model_called_twice_on_the_same_input_gives_two_branches():
         lin(x)
     root = g.tree().root
     assert root.text == "<capture>" and [c.kind for c in root.children] == ["parallel"]
-    assert [texts(b) for b in root.children[0].children] == [["Linear #0"], ["Linear #1"]]
+    assert [texts(b) for b in root.children[0].children] == [["Linear#0"], ["Linear#1"]]
 
 
 # ---- statements=True ---------------------------------------------------------------------------
@@ -294,7 +293,7 @@ def test_coolcnn_statements_name_branches_and_group_lines(seed):
     assert main.kind == side.kind == "branch"
     assert main.text == "main_path = self.max_pool(torch.relu(self.initial_conv(x)))"
     assert main.where == f"models.py:{main.source.line}" and main.line.endswith(main.where)
-    assert texts(main) == ["initial_conv (Conv2d)", "aten::relu", "max_pool #0 (MaxPool2d)"]
+    assert texts(main) == ["initial_conv (Conv2d)", "aten::relu", "max_pool#0 (MaxPool2d)"]
     assert side.text == "parallel_path = self.max_pool(torch.relu(self.parallel_conv(x)))"
     assert (avg.kind, avg.text) == ("statement", "x = (main_path + parallel_path) / 2")
     assert texts(avg) == ["aten::add", "aten::div"] and avg.children[0].note == "joins 2 branches"
@@ -377,7 +376,7 @@ def test_whole_parallel_blocks_and_opless_calls_join_their_statement():
     assert [b.text for b in sum_.children[0].children] == ["branch 1", "branch 2"]  # not named again
     # eval Dropout runs no ops; the line that called it still places it in its statement
     assert chain.text == "y = self.drop2(self.b(self.drop1(torch.tanh(y))))"
-    assert texts(chain) == ["aten::tanh", "drop1 (Dropout)", "b #1 (Linear)", "drop2 (Dropout)"]
+    assert texts(chain) == ["aten::tanh", "drop1 (Dropout)", "b#1 (Linear)", "drop2 (Dropout)"]
     assert ret.kind == "statement" and ret.text == "return self.a(y), self.b(y)"
     assert [c.kind for c in ret.children] == ["parallel"]
 
@@ -419,19 +418,6 @@ def test_cli_statements_flag(capsys, tmp_path):
     assert printed == (GOLDEN / "tree_coolcnn_depth1_statements.txt").read_text(encoding="utf-8")
 
 
-def test_statements_of_a_capture_saved_before_calls_had_sources(cool):
-    import json
-
-    from dispatchtrace.serialize import dumps, loads
-
-    data = json.loads(dumps(cool))
-    for call in data["calls"]:
-        call.pop("source", None)
-    older = loads(json.dumps(data))
-    assert all(c.source is None for c in older.calls)
-    assert str(older.tree(statements=True)) == str(cool.tree(statements=True))  # the ops' sources still tell
-
-
 # ---- the torchvision zoo (slow) ----------------------------------------------------------------
 
 ZOO = torchvision.models.list_models(module=torchvision.models)
@@ -446,7 +432,7 @@ def test_zoo_tree_shows_every_op_exactly_once(name):
     x = parse_inputs(["1x3x299x299" if name == "inception_v3" else "1x3x224x224"], device="meta")
     with torch.no_grad(), dt.capture(model) as g:
         model(*x)
-    shown_ops = [n.op for n in g.tree(ops=True).walk() if n.kind == "op"]
+    shown_ops = [n.op for n in g.tree(ops=True, noise=True).walk() if n.kind == "op"]
     assert len(shown_ops) == len(set(shown_ops)) == len(g.ops)
     calls = [n.call for n in g.tree().walk() if n.kind == "call"]
     assert len(calls) == len(set(calls)) == len(g.calls)

@@ -16,7 +16,7 @@ import torch
 
 import dispatchtrace as dt
 from dispatchtrace.graph import Call, Op
-from dispatchtrace.views.fold import runs
+from dispatchtrace.views.fold import foldable_runs
 from dispatchtrace.views.tree import TreeNode
 
 
@@ -112,7 +112,7 @@ def check_joins(node: TreeNode, where: str) -> int:
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_views_say_true_things(spec: zoo.Spec) -> None:
     g = capture(spec)
-    for run in runs(g, lambda c: True):
+    for run in foldable_runs(g, lambda c: True):
         first = structure(run.calls[0])
         for call in run.calls[1:]:
             assert structure(call) == first, f"{call.label} folded with {run.calls[0].label} but differs"

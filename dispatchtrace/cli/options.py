@@ -7,27 +7,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..depth import Depth, check_depth
 from ..errors import one_line
 from .errors import CliError
 
 if TYPE_CHECKING:
     from ..graph import Graph
-    from ..render.formats import Depth
 
 
-def parse_depth(text: str) -> int:
-    """``--depth N``: a whole number >= 0, else an argparse error.
+def parse_depth(text: str) -> Depth:
+    """``--depth N|auto|ops|all`` (see ``dispatchtrace.depth``), else an argparse error naming the accepted values.
 
-    >>> parse_depth("2")
-    2
+    >>> parse_depth("2"), parse_depth("auto")
+    (2, 'auto')
     """
+    value: object = int(text) if text.strip().lstrip("-").isdigit() else text.strip()
     try:
-        n = int(text)
+        return check_depth(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {n}")
-    return n
+        raise argparse.ArgumentTypeError(f"expected N (a whole number >= 0), auto, ops or all; got {text!r}") from None
 
 
 def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None:
@@ -58,14 +56,14 @@ def check_outputs(paths: Sequence[str]) -> None:
             raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(suffixes())}")
 
 
-def write_output(graph: Graph, path: str | Path, *, depth: Depth = "auto", ops: bool = False,
+def write_output(graph: Graph, path: str | Path, *, depth: Depth = "auto", ops: bool = False, noise: bool = False,
                  at: str | None = None, statements: bool = False) -> Path:
     """``graph.render(path, ...)`` for ``-o``; an unknown ``at`` label or a ``dot`` failure is a ``CliError``
     (their messages already say what to do)."""
     from ..render.errors import DotFailedError, DotNotFoundError
 
     try:
-        return graph.render(path, depth=depth, ops=ops, at=at, statements=statements)
+        return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements)
     except (DotNotFoundError, DotFailedError) as e:
         raise CliError(str(e)) from e
     except (ValueError, KeyError) as e:

@@ -22,8 +22,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
     add_output_arguments(p)
-    p.add_argument("--depth", type=parse_depth, default=None, metavar="N",
-                   help="module calls down to depth N (the model's call is 0; default: all)")
+    p.add_argument("--depth", type=parse_depth, default=None, metavar="N|auto|ops|all",
+                   help="module calls down to depth N (the model's call is 0), or auto, ops, all (see docs/cli.md); "
+                   "default: all for the tree and summary, auto for diagrams")
     p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
     p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
     return p
@@ -35,9 +36,9 @@ def run(argv: Sequence[str]) -> int:
     check_outputs(args.output)
     graph = read(args.trace)
     if args.summary:
-        print(graph.summary(args.depth))
+        print(graph.summary("all" if args.depth is None else args.depth))
     if (not args.output and not args.summary) or args.tree:
-        print(graph.tree(args.depth, ops=args.ops))
+        print(graph.tree("all" if args.depth is None else args.depth, ops=args.ops))
     for out in args.output:
         from .trace import write
 

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..views.collapse import AUTO_MAX_NODES, Predicate, max_depth
+from ..depth import AUTO_BUDGET
+from ..views.collapse import Predicate
 from .dot import Layout, Rankdir, to_dot
 from .errors import DotFailedError, DotNotFoundError
 
 if TYPE_CHECKING:
+    from ..depth import Depth
     from ..graph import Graph
-    from .formats import Depth
 
 INSTALL_HINT = (
     "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
@@ -33,7 +34,7 @@ class DiagramOptions:
     noise: bool = False
     rankdir: Rankdir = "TB"
     edge_labels: bool = True
-    max_nodes: int = AUTO_MAX_NODES
+    max_nodes: int = AUTO_BUDGET
     title: str | None = None
     source: bool = True
     layout: Layout = "auto"
@@ -41,9 +42,7 @@ class DiagramOptions:
 
 def digraph(graph: Graph, o: DiagramOptions) -> graphviz.Digraph:
     """``to_dot(graph, ...)`` with these options."""
-    # until dispatchtrace/depth.py and views/noise.py land (issue 8, helper A): today's spellings
-    depth = max_depth(graph) if o.depth == "all" else o.depth
-    return to_dot(graph, depth, predicate=o.predicate, fold=o.fold, params=o.params, dead=o.noise,  # type: ignore[arg-type]
+    return to_dot(graph, o.depth, predicate=o.predicate, fold=o.fold, params=o.params, noise=o.noise,
                   rankdir=o.rankdir, edge_labels=o.edge_labels, max_nodes=o.max_nodes, title=o.title,
                   source=o.source, layout=o.layout)
 

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Literal
 
 import graphviz
 
-from ..views.collapse import AUTO_MAX_NODES, CollapsedGraph, Depth, Edge, Group, Node, Predicate, collapse
+from ..depth import AUTO_BUDGET, Depth
+from ..views.collapse import CollapsedGraph, Edge, Group, Node, Predicate, collapse, resolve_depth
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -18,7 +19,6 @@ FAST_EDGES = 300
 """``layout="auto"`` switches to the fast layout above this many edges."""
 FAST_GRAPH_ATTR = {"nslimit": "0.2", "nslimit1": "0.2", "mclimit": "0.2"}
 """Fewer network-simplex and crossing-minimisation passes: dense graphs lay out in seconds."""
-DiagramDepth = int | None | Literal["ops", "auto"]
 
 GRAPH_ATTR = {
     "fontname": "Helvetica",
@@ -70,17 +70,16 @@ def _node_label(node: Node) -> graphviz.quoting.NoHtml:
 def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
     if node.op is not None:
         lines = [str(node.op)]
-        where = getattr(node.op, "source", None) if source else None
-        if where:
-            lines.append(str(where))
+        if source and node.op.source is not None:
+            lines.append(str(node.op.source))
         return text(*lines)
     if node.call is not None:
         n_ops = sum(1 for _ in node.call.all_ops())
         ins = ", ".join(r.label for r in node.call.inputs) or "()"
         outs = ", ".join(r.label for r in node.outputs) or "()"
         count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
-        where = getattr(node.call, "source", None) if source else None
-        return text(node.label, f"{ins} -> {outs}", count, *([f"called at {where}"] if where else []))
+        where = node.call.source if source else None
+        return text(node.label, f"{ins} -> {outs}", count, *([f"called at {where}"] if where is not None else []))
     refs = [f"{r.ref}: {r.label} ({r.kind})" for r in node.outputs]
     return text(*refs) if refs else text(node.label)
 
@@ -135,8 +134,8 @@ def digraph(
                 continue
             with container.subgraph(name=f"cluster_{item.id}") as sub:
                 attrs = FOLD_CLUSTER if item.fold > 1 else CLUSTER
-                where = getattr(item.call, "source", None) if source else None
-                tip = text(item.label, *([f"called at {where}"] if where else []))
+                where = item.call.source if source else None
+                tip = text(item.label, *([f"called at {where}"] if where is not None else []))
                 sub.attr(label=text(item.label), tooltip=tip, **attrs)
                 emit(sub, item.id)
 
@@ -155,26 +154,26 @@ def digraph(
 
 def to_dot(
     graph: Graph | CollapsedGraph,
-    depth: DiagramDepth | Depth = "auto",
+    depth: Depth = "auto",
     *,
     predicate: Predicate | None = None,
     fold: bool = True,
     params: bool = False,
-    dead: bool = False,
+    noise: bool = False,
     rankdir: Rankdir = "TB",
     edge_labels: bool = True,
-    max_nodes: int = AUTO_MAX_NODES,
+    max_nodes: int = AUTO_BUDGET,
     title: str | None = None,
     source: bool = True,
     layout: Layout = "auto",
 ) -> graphviz.Digraph:
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
-    ``depth``: ``"auto"`` (also ``None``, the default) picks the deepest call depth whose
-    diagram has at most ``max_nodes`` nodes; an int collapses every call at that depth (the
-    model's own call is 0); ``"ops"`` shows every op, inside a cluster per module call.
+    ``depth`` as in ``dispatchtrace.depth`` (``"auto"``, the default: the deepest call depth whose
+    diagram has at most ``max_nodes`` nodes; ``"ops"``: every op, inside a cluster per module call).
+    A ``CollapsedGraph`` is drawn as it is, ``depth`` and the collapse options unused.
     ``fold`` shows runs of identical chained calls once with ``×N``; ``params`` shows
-    parameters, buffers and constants; ``dead`` shows bookkeeping ops nothing reads;
+    parameters, buffers and constants; ``noise`` shows bookkeeping ops nothing reads (``views.noise``);
     ``source`` adds each op's source line (``op.source``) to its tooltip; ``edge_labels``
     writes tensor shapes on edges (they are in the edge tooltips either way); ``layout``
     ``"fast"`` trades neatness for speed on dense graphs (``"auto"``: above 300 edges).
@@ -192,11 +191,6 @@ def to_dot(
     if isinstance(graph, CollapsedGraph):
         cg = graph
     else:
-        if depth is None:
-            depth = "auto"
-        if depth == "auto":
-            from ..views.collapse import auto_depth
-
-            depth = auto_depth(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, dead=dead)
-        cg = collapse(graph, depth, predicate=predicate, fold=fold, params=params, dead=dead)
+        used = resolve_depth(graph, depth, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
+        cg = collapse(graph, used, predicate=predicate, fold=fold, params=params, noise=noise)
     return digraph(cg, rankdir=rankdir, edge_labels=edge_labels, title=title, source=source, layout=layout)

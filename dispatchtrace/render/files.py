@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..views.collapse import AUTO_MAX_NODES
+from ..depth import AUTO_BUDGET
 from .formats import choose
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ def render(
     params: bool = False,
     rankdir: Rankdir = "TB",
     edge_labels: bool = True,
-    max_nodes: int = AUTO_MAX_NODES,
+    max_nodes: int = AUTO_BUDGET,
     title: str | None = None,
     source: bool = True,
     layout: Layout = "auto",

@@ -26,13 +26,13 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..depth import Depth as Depth  # re-exported: what ``depth`` accepts, in every format
 
 if TYPE_CHECKING:
     from ..graph import Graph
 
-Depth = int | Literal["auto", "ops", "all"]
-"""What ``depth`` accepts; dispatchtrace/depth.py (issue 8) defines it for every view."""
 
 OptionsT = TypeVar("OptionsT")
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..depth import Depth
     from ..graph import Call, Graph
-    from .formats import Depth
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,7 +25,4 @@ def tree_text(graph: Graph, o: TreeOptions) -> bytes:
     """The tree as printed, with a final newline."""
     from ..views.tree import tree
 
-    # until dispatchtrace/depth.py and views/noise.py land (issue 8, helper A): today's spellings
-    depth = o.depth if isinstance(o.depth, int) else None
-    noise = "show" if o.noise else "hide"
-    return f"{tree(graph, depth, ops=o.ops, noise=noise, at=o.at, statements=o.statements)}\n".encode()
+    return f"{tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements)}\n".encode()

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from ..depth import AUTO_BUDGET, Depth, check_depth
 from ..graph import Call, Graph, Op
 from ..tensors import TensorRef
-from .fold import Folding, Run, range_label, runs
+from .fold import Folding, Run, foldable_runs
 from .fold import fold as fold_ops
+from .labels import fold_label
+from .noise import noise_ops
 
-NodeKind = Literal["input", "output", "call", "op", "tensor"]
-Depth = int | None | Literal["ops", "auto"]
+GraphNodeKind = Literal["input", "output", "call", "op", "tensor"]
 Predicate = Callable[[Call], bool]
-
-AUTO_MAX_NODES = 150
-"""``depth="auto"`` picks the deepest depth whose collapsed graph has at most this many nodes."""
-
+OpDepth = int | Literal["ops"]
+"""A depth resolved to what a collapse uses: a call depth, or ``"ops"`` (nothing collapsed)."""
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Node:
@@ -31,7 +31,7 @@ class Node:
     """
 
     id: str
-    kind: NodeKind
+    kind: GraphNodeKind
     name: str
     label: str
     call: Call | None = None
@@ -75,12 +75,12 @@ class Group:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CollapsedGraph:
-    """Nodes, edges and groups of a collapsed capture; ``depth`` is the depth used (``None``: ops)."""
+    """Nodes, edges and groups of a collapsed capture; ``depth`` is the depth used (an int, or ``"ops"``)."""
 
     nodes: tuple[Node, ...]
     edges: tuple[Edge, ...]
     groups: tuple[Group, ...]
-    depth: int | None
+    depth: OpDepth
 
     def node(self, name: str) -> Node:
         """The node with this name (``"max_pool#0"``, ``"relu_1"``, ``"x"``, ``"output"``)."""
@@ -100,8 +100,7 @@ class CollapsedGraph:
         return len(self.nodes)
 
     def __repr__(self) -> str:
-        depth = "ops" if self.depth is None else self.depth
-        return f"<CollapsedGraph depth={depth}: {len(self.nodes)} nodes, {len(self.edges)} edges, {len(self.groups)} groups>"
+        return f"<CollapsedGraph depth={self.depth}: {len(self.nodes)} nodes, {len(self.edges)} edges, {len(self.groups)} groups>"
 
     def __str__(self) -> str:
         lines = [f"{n.id} {n.kind} {n.label}" for n in self.nodes]
@@ -110,44 +109,8 @@ class CollapsedGraph:
         return "\n".join(lines)
 
 
-def call_label(call: Call) -> str:
-    """``layer1.0.relu#2 (ReLU)``; the model's own call is its type alone."""
-    return f"{call.label} ({call.type})" if call.path else call.label
-
-
-def fold_label(calls: tuple[Call, ...]) -> str:
-    """``layers.0–11 (TransformerEncoderLayer) ×12``."""
-    if len(calls) == 1:
-        return call_label(calls[0])
-    return f"{range_label(calls)} ({calls[0].type}) ×{len(calls)}"
-
-
 def _is_leaf(call: Call) -> bool:
     return not any(isinstance(c, Call) for c in call.children)
-
-
-_FLOWING = ("input", "activation")
-
-
-def _is_dead(op: Op, outputs: set[tuple[int, int]]) -> bool:
-    """Bookkeeping nothing reads: an unused ``aten::detach`` (autograd saving a tensor for
-    backward), or an op that touches no activation, such as batch norm's scratch
-    ``aten::empty`` or its ``num_batches_tracked.add_(1)``."""
-    if op.users or any(r.kind in _FLOWING for r in op.mutated) or any((r.storage, r.version) in outputs for r in op.outputs):
-        return False
-    if op.target == "aten.detach.default":
-        return True
-    return not any(r.kind in _FLOWING for r in op.inputs)
-
-
-def _check_depth(depth: object) -> None:
-    if depth is None or depth in ("ops", "auto"):
-        return
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise ValueError(
-            f"depth must be a call depth >= 0 (the model's own call is 0, its children 1, ...), "
-            f"None or 'ops' for every op, or 'auto'; got {depth!r}"
-        )
 
 
 def max_depth(graph: Graph) -> int:
@@ -155,41 +118,51 @@ def max_depth(graph: Graph) -> int:
     return max((c.depth for c in graph.calls), default=-1)
 
 
-def auto_depth(graph: Graph, *, max_nodes: int = AUTO_MAX_NODES, **options: object) -> int | None:
-    """The deepest call depth whose collapsed graph has at most ``max_nodes`` nodes.
+def auto_depth(graph: Graph, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None, fold: bool = False,
+               params: bool = False, noise: bool = False) -> OpDepth:
+    """``depth="auto"``: the deepest call depth whose collapsed graph has at most ``max_nodes`` nodes.
 
-    Falls back to depth 0 when every depth is larger, and to ``None`` (ops) when the
-    capture has no module call at all.
+    Falls back to depth 0 when every depth is larger, and to ``"ops"`` when the capture has no
+    module call at all.
     """
     deepest = max_depth(graph)
     if deepest < 0:
-        return None
+        return "ops"
     for depth in range(deepest, 0, -1):
-        if len(collapse(graph, depth, **options)) <= max_nodes:  # type: ignore[arg-type]
+        if len(collapse(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)) <= max_nodes:
             return depth
     return 0
 
 
+def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None,
+                  fold: bool = False, params: bool = False, noise: bool = False) -> OpDepth:
+    """The call depth (or ``"ops"``) that ``depth`` means for ``graph``; see ``dispatchtrace.depth``."""
+    check_depth(depth)
+    if depth == "auto":
+        return auto_depth(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
+    if depth == "all":  # every call at the deepest depth and every leaf call above it is one node
+        deepest = max_depth(graph)
+        return deepest if deepest >= 0 else "ops"
+    return depth  # type: ignore[return-value]
+
+
 def collapse(
     graph: Graph,
-    depth: Depth = None,
+    depth: Depth = "ops",
     *,
     predicate: Predicate | None = None,
     fold: bool = False,
     params: bool = False,
-    dead: bool = False,
+    noise: bool = False,
 ) -> CollapsedGraph:
-    """Collapse ``graph`` so that every module call at ``depth`` is one node.
+    """Collapse ``graph`` so that every module call at ``depth`` is one node (see ``dispatchtrace.depth``).
 
-    ``depth``: the model's call is 0, its children 1, ...; a leaf call (one that calls no
-    other module) above that depth is one node too, as it has nothing but ops inside.
-    ``None`` or ``"ops"`` keeps every op; ``"auto"`` picks the deepest depth with at most
-    ``AUTO_MAX_NODES`` nodes.
+    A leaf call (one that calls no other module) above that depth is one node too, as it has
+    nothing but ops inside; ``"ops"`` (the default) keeps every op.
     ``predicate``: also collapse every call it accepts (the outermost collapsed call wins).
     ``fold``: show a run of identical, chained sibling calls once, with their count.
-    ``params``: show parameters, buffers and constants as nodes. ``dead``: show the
-    bookkeeping ops nothing reads (unused ``aten::detach``, and ops that touch no
-    activation: scratch allocations, ``num_batches_tracked`` counters), hidden by default.
+    ``params``: show parameters, buffers and constants as nodes. ``noise``: show the
+    bookkeeping ops nothing reads (see ``views.noise``), hidden by default.
 
     >>> import torch, dispatchtrace as dt
     >>> net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.ones(1, 4)
@@ -204,38 +177,46 @@ def collapse(
     0 -> 1  f32[1, 4]
     1 -> output  f32[1, 4]
     """
-    _check_depth(depth)
-    if depth == "auto":
-        depth = auto_depth(graph, predicate=predicate, fold=fold, params=params, dead=dead)
-    elif depth == "ops":
-        depth = None
-    return _Builder(graph, depth, predicate, fold, params, dead).build()  # type: ignore[arg-type]
+    if not isinstance(noise, bool):
+        raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
+    used = resolve_depth(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)
+    return _Collapser(graph, used, predicate, fold, params, noise).build()
 
 
 Origin = Op | Call | None  # where a tensor comes from: an op, an empty call passing it on, or outside
+Key = tuple[int, int]  # (storage, version): one value of one tensor
 
 
-class _Builder:
-    """One collapse: decides each op's node, then maps op-level dependencies onto nodes."""
+class _Collapser:
+    """One collapse: decides each op's node, then maps op-level dependencies onto nodes.
 
-    def __init__(self, graph: Graph, depth: int | None, predicate: Predicate | None, fold: bool, params: bool, dead: bool) -> None:
+    Ops and the collapsed calls that ran no shown op (an ``Identity``, a ``Dropout`` in eval) lie
+    on one timeline of ticks, in the order they ran: such an empty call passes its inputs on, so
+    whoever reads them at a later tick reads them from it.
+    """
+
+    def __init__(self, graph: Graph, depth: OpDepth, predicate: Predicate | None, fold: bool, params: bool, noise: bool) -> None:
         self.g = graph
         self.depth = depth
         self.params = params
+        level = None if depth == "ops" else depth
         self.owner: dict[Call, Call | None] = {graph.root: None}
         for call in graph.calls:  # entry order: parents come first
             up = self.owner.get(call.parent) if call.parent is not None else None
-            hit = (depth is not None and (call.depth == depth or (call.depth < depth and _is_leaf(call)))) or (
+            hit = (level is not None and (call.depth == level or (call.depth < level and _is_leaf(call)))) or (
                 predicate is not None and predicate(call)
             )
             self.owner[call] = up if up is not None else (call if hit else None)
-        self.folding: Folding = fold_ops(runs(graph, lambda c: self.owner.get(c) is None) if fold else [])
-        out_keys = {(r.storage, r.version) for r in graph.outputs}
-        self.hidden = set() if dead else {op for op in graph.ops if _is_dead(op, out_keys)}
+        self.folding: Folding = fold_ops(foldable_runs(graph, lambda c: self.owner.get(c) is None) if fold else [])
+        self.hidden = frozenset() if noise else noise_ops(graph)
         self.nodes: list[Node] = []
         self.by_key: dict[object, Node] = {}
         self.groups: dict[Call, Group] = {}
         self.edges: dict[tuple[str, str], list[TensorRef]] = {}
+        self.op_tick: list[int] = []  # by op index
+        self.empties: list[tuple[Call, int]] = []  # empty collapsed calls with their tick
+        self.through: dict[Key, list[tuple[int, Call]]] = {}  # tensors empty calls passed on, by tick
+        self.writer: dict[Key, Op] = {}  # the op whose in-place write made each tensor version
 
     # ---- nodes --------------------------------------------------------------------------------
     def _group(self, call: Call | None) -> str | None:
@@ -251,7 +232,7 @@ class _Builder:
             self.groups[call] = group
         return group.id
 
-    def _add(self, key: object, kind: NodeKind, name: str, label: str, **fields: object) -> Node:
+    def _add(self, key: object, kind: GraphNodeKind, name: str, label: str, **fields: object) -> Node:
         node = Node(f"n{len(self.nodes)}", kind, name, label, **fields)  # type: ignore[arg-type]
         self.nodes.append(node)
         self.by_key[key] = node
@@ -281,7 +262,7 @@ class _Builder:
     def _external(self, ref: TensorRef) -> Node | None:
         if ref.kind == "input":
             key: tuple[int, str] = (ref.storage, ref.name or "")
-            kind: NodeKind = "input"
+            kind: GraphNodeKind = "input"
         elif self.params and ref.kind != "activation":
             key, kind = (ref.storage, ref.name or ""), "tensor"
         else:
@@ -316,81 +297,91 @@ class _Builder:
             if all(r is not t for t in tensors):
                 tensors.append(r)
 
-    def _empty_calls(self) -> list[tuple[Call, tuple[int, int]]]:
-        """Collapsed calls that ran no shown op (``Dropout`` in eval, ``Identity``, a call that
-        failed early), with when they ran."""
-        found: list[tuple[Call, tuple[int, int]]] = []
-        seen = 0
+    # ---- the timeline -------------------------------------------------------------------------
+    def _timeline(self) -> None:
+        """Ticks for ops and empty collapsed calls, what each empty call passes on, who wrote what."""
+        tick = 0
         for child in self.g.root.walk():
             if isinstance(child, Op):
-                seen += 1
+                self.op_tick.append(tick)
             elif self.owner.get(child) is child and all(op in self.hidden for op in child.all_ops()):
-                found.append((child, (seen, len(found))))
-        return found
-
-    def build(self) -> CollapsedGraph:
-        g = self.g
-        for ref in g.inputs:
-            self._external(ref)
-        empties = self._empty_calls()
-        # an empty call passes tensors through: who reads them after it, reads them from it
-        through: dict[tuple[int, int], list[tuple[tuple[int, int], Call]]] = {}
-        for call, when in empties:
-            for r in call.outputs:
-                through.setdefault((r.storage, r.version), []).append((when, call))
-        writer: dict[tuple[int, int], Op] = {}
-        for op in g.ops:
-            for m in op.mutated:
-                writer[(m.storage, m.version)] = op
-        end = 1 << 62
-
-        def via(ref: TensorRef, at: tuple[int, int]) -> Call | None:
-            entries = through.get((ref.storage, ref.version))
-            if not entries:
-                return None
-            i = bisect_right([w for w, _ in entries], at)
-            return entries[i - 1][1] if i else None
-
-        def origin(ref: TensorRef, at: tuple[int, int]) -> Origin:
-            return via(ref, at) or writer.get((ref.storage, ref.version)) or ref.producer
-
-        def enter(call: Call, when: tuple[int, int]) -> None:
-            self._call_node(call)
-            for r in call.inputs:
-                self._connect(origin(r, (when[0], when[1] - 1)), call, [r])
-
-        pending = list(empties)
-        for op in g.ops:
-            while pending and pending[0][1][0] <= op.index:
-                enter(*pending.pop(0))
-            if op in self.hidden:
+                self.empties.append((child, tick))
+                for r in child.outputs:
+                    self.through.setdefault((r.storage, r.version), []).append((tick, child))
+            else:
                 continue
-            self._op_node(op)
-            at = (op.index, end)
-            done: set[int] = set()
-            for p in op.producers:
-                written = {m.storage for m in p.mutated}
-                refs = [r for r in op.inputs if r.producer is p or r.storage in written]
-                rest = []
-                for r in refs:
-                    call = via(r, at)
-                    if call is not None:
-                        self._connect(call, op, [r])
-                        done.add(id(r))
-                    else:
-                        rest.append(r)
-                if rest or not refs:
-                    self._connect(p, op, rest)
-            covered = {m.storage for p in op.producers for m in p.mutated}
-            for r in op.inputs:
-                if r.producer is None and r.storage not in covered and id(r) not in done:
-                    self._connect(via(r, at), op, [r])
-        for item in pending:
-            enter(*item)
-        if g.outputs:
-            out = self._add(("output",), "output", "output", "output", outputs=tuple(g.outputs))
-            for r in g.outputs:
-                self._connect(origin(r, (len(g.ops), end)), None, [r], out)
+            tick += 1
+        for op in self.g.ops:
+            for m in op.mutated:
+                self.writer[(m.storage, m.version)] = op
+
+    def _via(self, ref: TensorRef, tick: int) -> Call | None:
+        """The last empty call before ``tick`` that passed ``ref`` on, if any."""
+        entries = self.through.get((ref.storage, ref.version))
+        if not entries:
+            return None
+        i = bisect_left([t for t, _ in entries], tick)
+        return entries[i - 1][1] if i else None
+
+    def _origin(self, ref: TensorRef, tick: int) -> Origin:
+        return self._via(ref, tick) or self.writer.get((ref.storage, ref.version)) or ref.producer
+
+    # ---- building ------------------------------------------------------------------------------
+    def build(self) -> CollapsedGraph:
+        for ref in self.g.inputs:
+            self._external(ref)
+        self._timeline()
+        pending = list(self.empties)
+        for op in self.g.ops:
+            tick = self.op_tick[op.index]
+            while pending and pending[0][1] < tick:
+                self._enter(*pending.pop(0))
+            if op not in self.hidden:
+                self._op_node(op)
+                self._link_inputs(op, tick)
+        for call, tick in pending:
+            self._enter(call, tick)
+        self._link_outputs()
+        return self._result()
+
+    def _enter(self, call: Call, tick: int) -> None:
+        """An empty collapsed call: its node, and edges from where its inputs came from."""
+        self._call_node(call)
+        for r in call.inputs:
+            self._connect(self._origin(r, tick), call, [r])
+
+    def _link_inputs(self, op: Op, tick: int) -> None:
+        """Edges into ``op``: from its producers (through any empty call that passed a tensor on),
+        and from outside the block for the tensors no op made."""
+        done: set[int] = set()
+        for p in op.producers:
+            written = {m.storage for m in p.mutated}
+            refs = [r for r in op.inputs if r.producer is p or r.storage in written]
+            rest = []
+            for r in refs:
+                call = self._via(r, tick)
+                if call is not None:
+                    self._connect(call, op, [r])
+                    done.add(id(r))
+                else:
+                    rest.append(r)
+            if rest or not refs:
+                self._connect(p, op, rest)
+        covered = {m.storage for p in op.producers for m in p.mutated}
+        for r in op.inputs:
+            if r.producer is None and r.storage not in covered and id(r) not in done:
+                self._connect(self._via(r, tick), op, [r])
+
+    def _link_outputs(self) -> None:
+        """The ``output`` node, and edges from where each output of the block came from."""
+        if not self.g.outputs:
+            return
+        out = self._add(("output",), "output", "output", "output", outputs=tuple(self.g.outputs))
+        end = len(self.op_tick) + len(self.empties)  # after everything
+        for r in self.g.outputs:
+            self._connect(self._origin(r, end), None, [r], out)
+
+    def _result(self) -> CollapsedGraph:
         by_id = {n.id: n for n in self.nodes}
         edges = [Edge(by_id[s], by_id[d], tuple(t)) for (s, d), t in self.edges.items()]
         edges.sort(key=lambda e: (int(e.src.id[1:]), int(e.dst.id[1:])))

@@ -6,10 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph import Call, Op
+from ..graph import Call, Child, Op
 from ..tensors import TensorRef
-
-Child = Call | Op
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +34,8 @@ def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool)
 
     Each tensor from outside the call (its input, a tensor of the caller, a second model
     input) is a source of its own. A child reading one is an ``entry`` (on a path from the
-    input) when it reads nothing inside the call, or when it reads the call's first input
+    input) when it reads nothing inside the call (for the call's first input, children fed
+    only by weights and constants, such as a Linear's ``t``, do not count), or when it reads the call's first input
     again after an earlier child did: the input splits, a residual or a skip. Any other
     outside tensor (an attention mask, position embeddings, an encoder's memory) read by a
     child that reads inside the call too is an extra input of that child, not a path.
@@ -95,11 +94,19 @@ def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool)
         if src is not None and src >= 0:
             exit.add(src)
     first = _key(call.inputs[0]) if call.inputs else next((t for r in reads for t in r), None)
-    has_pred = {b for _, b in edges}
+    preds: dict[int, list[int]] = {}
+    for a, b in edges:
+        preds.setdefault(b, []).append(a)
+    # a child fed only by weights and constants (``t`` of a Linear's weight) carries no value
+    # from the input: reading it does not make the reader "read inside the call"
+    free = [False] * len(kids)
     entry: set[int] = set()
     seen: set[object] = set()
     for i, tensors in enumerate(reads):
-        if tensors and (i not in has_pred or first in seen and first in tensors):
+        fed = any(not free[p] for p in preds.get(i, ()))
+        free[i] = not tensors and not fed
+        starts = not fed if first in tensors else i not in preds  # weights-only preds count for extra inputs
+        if tensors and (starts or first in seen and first in tensors):
             entry.add(i)
         seen.update(tensors)
     return Flow(frozenset(edges), frozenset(entry), frozenset(exit), frozenset(i for i, r in enumerate(reads) if r))

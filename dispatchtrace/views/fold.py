@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..graph import Call, Graph, Op
+from ..graph import Call, Child, Graph
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -18,10 +18,6 @@ class Run:
     """
 
     calls: tuple[Call, ...]
-
-    @property
-    def count(self) -> int:
-        return len(self.calls)
 
 
 Step = tuple[object, ...]
@@ -67,7 +63,7 @@ def _chained(a: Call, b: Call) -> bool:
     return bool(_keys(a.outputs) & _keys(b.inputs))
 
 
-def runs(graph: Graph, expanded: Callable[[Call], bool]) -> list[Run]:
+def foldable_runs(graph: Graph, expanded: Callable[[Call], bool]) -> list[Run]:
     """Every run of two or more foldable sibling calls under a call that ``expanded`` accepts.
 
     Runs nested inside the later repetitions of an outer run are found too (their ops
@@ -100,18 +96,16 @@ def _runs_in(parent: Call) -> Iterator[Run]:
             current, sig = [], None
 
 
-Item = Op | Call
-
 
 @dataclass(frozen=True, slots=True)
 class Folding:
     """Where each op and call sits in the runs: its stand-in and its repetition in every run."""
 
-    canon: dict[Item, Item]
-    reps: dict[Item, tuple[tuple[int, int], ...]]
+    canon: dict[Child, Child]
+    reps: dict[Child, tuple[tuple[int, int], ...]]
     run_of: dict[Call, Run]
 
-    def stand_in(self, item: Item) -> Item:
+    def stand_in(self, item: Child) -> Child:
         """The counterpart of ``item`` in the first repetition (``item`` itself outside runs)."""
         return self.canon.get(item, item)
 
@@ -125,14 +119,14 @@ class Folding:
         return False
 
 
-def _items(call: Call) -> list[Item]:
+def _items(call: Call) -> list[Child]:
     return [call, *call.walk()]
 
 
 def fold(found: list[Run]) -> Folding:
     """Map every op and call of a run's later repetitions onto its counterpart in the first."""
-    direct: dict[Item, Item] = {}
-    reps: dict[Item, list[tuple[int, int]]] = {}
+    direct: dict[Child, Child] = {}
+    reps: dict[Child, list[tuple[int, int]]] = {}
     run_of: dict[Call, Run] = {}
     for run_id, run in enumerate(found):
         first = _items(run.calls[0])
@@ -143,7 +137,7 @@ def fold(found: list[Run]) -> Folding:
                 reps.setdefault(item, []).append((run_id, rep))
                 if rep:
                     direct[item] = first[i]
-    canon: dict[Item, Item] = {}
+    canon: dict[Child, Child] = {}
     for item in direct:
         target = direct[item]
         while target in direct:

@@ -100,17 +100,17 @@ def calls_of(graph: Graph, module: nn.Module | str) -> list[Call]:
 
 
 def resolve(graph: Graph, ref: CallRef) -> Call:
-    """One call from a ``Call``, a label, a path called once, or a module called once.
+    """One call from a ``Call``, its label, a path called once, or a module called once.
 
-    A label is a dotted path with ``#N`` for the N-th call of a module called more than once:
-    ``layer1.0.relu#2``, or ``layer1.0.relu #2`` as the tree prints it.
+    A label is ``Call.label``: the dotted path, with ``#N`` (no space) for the N-th call of a
+    module called more than once (``layer1.0.relu#2``), as every view prints it.
 
     >>> import torch, dispatchtrace as dt
     >>> net, x = torch.nn.Sequential(torch.nn.ReLU()), torch.ones(1)
     >>> with dt.capture(net) as g:
     ...     _ = net(net(x))
-    >>> resolve(g, "0#1").index, resolve(g, "0 #1").index, resolve(g, "Sequential #0").index
-    (1, 1, 0)
+    >>> resolve(g, "0#1").index, resolve(g, "Sequential#0").index
+    (1, 0)
     """
     from ..graph import Call
 
@@ -118,20 +118,16 @@ def resolve(graph: Graph, ref: CallRef) -> Call:
         return ref
     if isinstance(ref, str):
         text = ref.strip()
-        path, hash_, number = text.rpartition("#")
-        if hash_ and number.isdigit():
-            path = path.rstrip()
-            matches = [c for c in graph.calls if (c.path or c.type) == path and c.index == int(number)]
-        else:
-            matches = [c for c in graph.calls if c.label == text] or [c for c in graph.calls if c.path == text]
+        matches = [c for c in graph.calls if c.label == text] or [c for c in graph.calls if "#" not in text and c.path == text]
     else:
         matches = calls_of(graph, ref)
     if len(matches) == 1:
         return matches[0]
     if not matches:
         sample = ", ".join(c.label for c in graph.calls[1:4]) or "none were captured"
-        raise KeyError(f"no module call labelled {ref!r}; labels are dotted paths with #N (or ' #N', as the tree "
-                       f"prints it) for a module called more than once ({sample}, ...)")
+        hint = f"; write {ref.replace(' #', '#')!r}, with no space before #" if isinstance(ref, str) and " #" in ref else ""
+        raise KeyError(f"no module call labelled {ref!r}{hint}; labels are dotted paths with #N for a module called "
+                       f"more than once ({sample}, ...)")
     labels = ", ".join(c.label for c in matches[:4])
     raise KeyError(f"{ref!r} was called {len(matches)} times ({labels}); name one call by its label")
 

@@ -58,58 +58,22 @@ def _code(text: str) -> str:
 class Statements:
     """The statement each sibling item (a sub-call or an op) of a call belongs to, cached per call.
 
-    An op's statement is its source. A sub-call's statement is the line that called it, which
-    the capture records as the call's ``source``. A capture saved before calls had sources has
-    only its ops' sources; then it is the source of the call's first op issued outside the
-    call's own code, known when the sub-call runs only library code on the way to its first op
-    (``nn.Conv2d``: the op's first user frame is the caller's line) and unknown for a
-    user-defined module (every op's source lies in its own ``forward``, recognised by the class
-    name in the qualified function name), which then stays ungrouped. Such a guessed statement
-    counts only in the code of the enclosing call: its class's methods, or functions its own
-    ops were issued from. A statement equal to the line that called the enclosing call itself
-    (all items of a library module such as ``nn.Sequential`` share it) groups nothing.
+    An op's statement is its source; a sub-call's statement is the line that called it, which
+    the capture records as the call's ``source``. A statement equal to the line that called the
+    enclosing call itself (all items of a library module such as ``nn.Sequential`` share it)
+    groups nothing.
     """
-
-    def __init__(self) -> None:
-        self._site: dict[Call, Any] = {}
-        self._code: dict[Call, frozenset[tuple[str, str]]] = {}
 
     def of(self, item: Call | Op, parent: Call) -> Any:
         """The statement ``item`` belongs to inside ``parent``, or ``None``."""
-        if isinstance(item, Op):
-            src = item.source
-        else:
-            src = self.site(item)
-            if src is not None and item.source is None and not self._in_code(src, parent):
-                src = None
+        src = item.source if isinstance(item, Op) else self.site(item)
         if src is None or key(src) == key(self.site(parent)):
             return None
         return src
 
     def site(self, call: Call) -> Any:
-        """The line that called ``call``, or ``None`` when it cannot be told (see the class docstring)."""
-        if call.parent is None:
-            return None
-        if call in self._site:
-            return self._site[call]
-        found = call.source  # recorded by the capture (with its default source=True)
-        if found is None:  # a capture saved before calls had sources: its ops' sources still tell
-            for op in call.all_ops():
-                src = op.source
-                if src is not None and owner(op, src.function, call) is None:
-                    found = src
-                    break
-        self._site[call] = found
-        return found
-
-    def _in_code(self, src: Any, parent: Call) -> bool:
-        if owner_class(src.function) == parent.type:
-            return True
-        code = self._code.get(parent)
-        if code is None:
-            code = self._code[parent] = frozenset(
-                (c.source.file, c.source.function) for c in parent.children if isinstance(c, Op) and c.source is not None)
-        return (src.file, src.function) in code
+        """The line that called ``call``; ``None`` for the capture's root or when it was not recorded."""
+        return None if call.parent is None else call.source
 
 
 def owner(op: Op, function: str, call: Call) -> Call | None:
@@ -127,18 +91,18 @@ def owner(op: Op, function: str, call: Call) -> Call | None:
     return None
 
 
-def runs(keys: list[Any], sizes: list[int], outer: Any = None, loose: list[bool] | None = None) -> list[tuple[bool, range]]:
+def statement_runs(keys: list[Any], sizes: list[int], outer: Any = None, loose: list[bool] | None = None) -> list[tuple[bool, range]]:
     """Consecutive positions with one key (not ``None``, not ``outer``) holding 2 items or more.
 
     Each run is ``(grouped, positions)``; positions that group nothing come one by one. A
     ``loose`` position (a sub-call that ran no ops, such as ``Dropout`` in eval mode: its line is
     unknown) joins the run around it when the positions on both sides share a key.
 
-    >>> runs(["a", "a", None, "b", "c", "c"], [1, 1, 1, 1, 1, 1], outer="c")
+    >>> statement_runs(["a", "a", None, "b", "c", "c"], [1, 1, 1, 1, 1, 1], outer="c")
     [(True, range(0, 2)), (False, range(2, 3)), (False, range(3, 4)), (False, range(4, 5)), (False, range(5, 6))]
-    >>> runs(["a", None, "a"], [1, 1, 1], loose=[False, True, False])
+    >>> statement_runs(["a", None, "a"], [1, 1, 1], loose=[False, True, False])
     [(True, range(0, 3))]
-    >>> runs(["a"], [2])   # one parallel block of two items
+    >>> statement_runs(["a"], [2])   # one parallel block of two items
     [(True, range(0, 1))]
     """
     if loose is not None and any(loose):

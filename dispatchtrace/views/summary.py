@@ -16,9 +16,11 @@ Total                                2.1 k  33 kFLOPs     1.0 kB   2.0 kB
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..depth import Depth, check_depth
 from .costs import costs
 
 if TYPE_CHECKING:
@@ -83,7 +85,7 @@ class Summary:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[Row]:
         return iter(self._rows)
 
     def rows(self) -> list[dict[str, Any]]:
@@ -126,12 +128,17 @@ def _tail(row: Row) -> str:
     return base.rpartition(".")[2] + row.label[len(base):]
 
 
-def summary(graph: Graph, depth: int | None = None) -> Summary:
-    """Table of the module calls at ``depth`` or shallower (``None``: all), in the order they ran."""
+def summary(graph: Graph, depth: Depth = "all") -> Summary:
+    """Table of the module calls at ``depth`` or shallower, in the order they ran.
+
+    ``depth`` as in ``dispatchtrace.depth``; the table has no op rows, so ``"all"`` (the default),
+    ``"ops"`` and ``"auto"`` all list every call.
+    """
+    check_depth(depth)
     c = costs(graph)
     rows = []
     for call in graph.calls:
-        if depth is not None and call.depth > depth:
+        if isinstance(depth, int) and call.depth > depth:
             continue
         cost = c.call(call)
         rows.append(Row(call.label, call.path, call.index, call.type, call.depth, _shape(call),

@@ -7,18 +7,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..graph import Call, Graph, Op
+from ..depth import AUTO_BUDGET, Depth, check_depth
+from ..graph import Call, Child, Graph, Op
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
 from .flow import Flow, dataflow
+from .labels import call_label
+from .noise import OutputKeys, is_noise, output_keys
 from .query import resolve
-from .statements import Statements, key, label, owner, runs, where
+from .statements import Statements, key, label, owner, statement_runs, where
 
-NodeKind = Literal["call", "op", "parallel", "branch", "skip", "statement"]
-Noise = Literal["hide", "show"]
-
-#: ops autograd adds that nothing reads (``detach`` of a saved activation): hidden unless ``noise="show"``
-NOISE_OPS = frozenset({"aten::detach", "aten::alias"})
+TreeNodeKind = Literal["call", "op", "parallel", "branch", "skip", "statement"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -29,7 +28,7 @@ class TreeNode:
     one statement (``statements=True``); ``where`` is then ``models.py:30``.
     """
 
-    kind: NodeKind
+    kind: TreeNodeKind
     text: str
     shape: str = ""
     note: str = ""
@@ -41,7 +40,7 @@ class TreeNode:
 
     @property
     def line(self) -> str:
-        """``max_pool #2 (MaxPool2d)  f32[1, 32, 8, 8]`` plus a note such as ``joins 2 branches``."""
+        """``max_pool#2 (MaxPool2d)  f32[1, 32, 8, 8]`` plus a note such as ``joins 2 branches``."""
         return "  ".join(p for p in (self.text, self.shape, self.where, self.note and f"({self.note})") if p)
 
     def walk(self) -> Iterator[TreeNode]:
@@ -98,21 +97,23 @@ def _draw(node: TreeNode, prefix: str, out: list[str]) -> None:
         _draw(child, prefix + ("    " if i == last else "│   "), out)
 
 
-def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: Noise = "hide",
+def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool = False,
          at: str | Call | None = None, statements: bool = False) -> Tree:
-    """The calls of ``graph`` as a tree, down to ``depth`` (the model's call is depth 0).
+    """The calls of ``graph`` as a tree, opened down to ``depth`` (see ``dispatchtrace.depth``).
 
-    Inside each call shown open, its sub-calls and its own ops are laid out along the data
-    flow: independent paths that later join become sibling ``branch`` nodes, and the node that
-    reads them is marked ``joins N branches`` (rules: docs/semantics.md). The smallest stretch where the flow is not
-    series-parallel (DenseNet's concatenations) stays in call order, each node saying what it
-    reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with
-    only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
-    at ``depth``. ``noise="show"`` keeps the ``detach`` ops autograd adds that nothing reads.
-    ``at`` (a call, a module called once, or a label: ``"layer1.0"``, ``"layer1.0.relu#2"`` or
-    ``"layer1.0.relu #2"`` as the tree prints it; see ``query.resolve``) starts the tree there;
-    ``depth`` then counts from it. ``statements=True`` groups consecutive items of one call (sub-calls,
-    ops, whole parallel blocks) issued by one source line under a ``statement`` node labelled with
+    ``depth`` counts from the model's call (0), or from the ``at=`` call when given; ``"auto"``
+    keeps the tree within ``AUTO_BUDGET`` lines. Inside each call shown open, its sub-calls and
+    its own ops are laid out along the data flow: independent paths that later join become
+    sibling ``branch`` nodes, and the node that
+    reads them is marked ``joins N branches`` (rules: docs/semantics.md). The smallest
+    stretch where the flow is not series-parallel (DenseNet's concatenations) stays in call order,
+    each node saying what it reads (``<- input, denselayer1``; ops are then named,
+    ``aten::cat %cat_6``). A call with only ops inside is shown open only with ``ops=True`` (or
+    ``depth="ops"``), which also lists the ops of the calls shown closed. ``noise=True`` keeps the
+    bookkeeping ops nothing reads (see ``views.noise``). ``at`` (a call, or a label as
+    ``Call.label`` spells it: ``"layer1.0"``, ``"layer1.0.relu#2"``; see ``query.resolve``) starts
+    the tree there. ``statements=True`` groups consecutive items of one call (sub-calls, ops,
+    whole parallel blocks) issued by one source line under a ``statement`` node labelled with
     that line (``x = (main_path + parallel_path) / 2  models.py:32``); a branch that is one
     statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
     statement and stays alone (see ``views.statements``).
@@ -135,32 +136,41 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     │   └── aten::relu  f32[1, 3]
     └── aten::mul  f32[1, 3]
     """
-    if depth is not None and depth < 0:
-        raise ValueError(f"depth must be None (everything) or >= 0 (0 = the model's call), not {depth}")
-    if noise not in ("hide", "show"):
-        raise ValueError(f"noise must be 'hide' or 'show', not {noise!r}")
-    if at is None:
-        root = graph.root
-        calls = [c for c in root.children if isinstance(c, Call)]
-        if len(calls) == 1 and len(root.children) == 1:
-            root = calls[0]
-        base = 0
-    else:
-        root = resolve(graph, at)
-        base = root.depth
-    builder = _Builder(None if depth is None else base + depth, ops, noise == "show", Statements() if statements else None)
-    return Tree(builder.call(root))
+    check_depth(depth)
+    if not isinstance(noise, bool):
+        raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
+    root = _root(graph) if at is None else resolve(graph, at)
+    stmts = Statements() if statements else None
+    outputs = output_keys(graph)
+
+    def build(levels: int | None) -> Tree:
+        limit = None if levels is None else max(root.depth, 0) + levels
+        return Tree(_TreeBuilder(limit, ops or depth == "ops", noise, outputs, stmts).call(root))
+
+    if depth == "auto":
+        deepest = max((c.depth for c in root.walk() if isinstance(c, Call)), default=max(root.depth, 0))
+        for levels in range(deepest - max(root.depth, 0), 0, -1):
+            shown = build(levels)
+            if len(shown.lines()) <= AUTO_BUDGET:
+                return shown
+        return build(0)
+    return build(None if depth in ("all", "ops") else depth)  # type: ignore[arg-type]
 
 
-Child = Call | Op
+def _root(graph: Graph) -> Call:
+    """The model's call when the block made just that one call, else the capture's own root."""
+    calls = [c for c in graph.root.children if isinstance(c, Call)]
+    return calls[0] if len(calls) == 1 and len(graph.root.children) == 1 else graph.root
 
 
-class _Builder:
-    def __init__(self, depth: int | None, ops: bool, noise: bool, stmts: Statements | None = None) -> None:
-        self.depth, self.ops, self.noise, self.stmts = depth, ops, noise, stmts
+class _TreeBuilder:
+    """One tree: which calls are open, which ops are shown, and the nodes for them."""
+
+    def __init__(self, depth: int | None, ops: bool, noise: bool, outputs: OutputKeys, stmts: Statements | None = None) -> None:
+        self.depth, self.ops, self.noise, self.outputs, self.stmts = depth, ops, noise, outputs, stmts
 
     def keep(self, op: Op) -> bool:
-        return self.noise or op.users or op.short not in NOISE_OPS
+        return self.noise or not is_noise(op, self.outputs)
 
     def call(self, call: Call, note: str = "") -> TreeNode:
         open_ = call.parent is None or (
@@ -173,7 +183,7 @@ class _Builder:
             children = self.flat(call)
         else:
             children = ()
-        return TreeNode("call", call_text(call), _shapes(call.outputs), note, children, call=call)
+        return TreeNode("call", call_label(call), _shapes(call.outputs), note, children, call=call)
 
     def flat(self, call: Call) -> tuple[TreeNode, ...]:
         """The ops of a closed call in order; with statements, grouped by line and the call whose code has it."""
@@ -203,7 +213,7 @@ class _Builder:
 class _Layout:
     """Turns one call's decomposition into tree nodes."""
 
-    def __init__(self, builder: _Builder, call: Call, kids: list[Child], flow: Flow, *, named: bool) -> None:
+    def __init__(self, builder: _TreeBuilder, call: Call, kids: list[Child], flow: Flow, *, named: bool) -> None:
         self.builder, self.call, self.kids, self.flow, self.named = builder, call, kids, flow, named
         self.preds: dict[int, list[int]] = {}
         self.stmt_cache: dict[int, Any] = {}
@@ -294,7 +304,7 @@ def statement_nodes(units: list[list[TreeNode]], srcs: list[Any], keys: list[Any
                     outer: Any = None, loose: list[bool] | None = None) -> tuple[TreeNode, ...]:
     """``units`` in order, runs of one statement (``keys``) with 2 items or more under a ``statement`` node."""
     out: list[TreeNode] = []
-    for grouped, span in runs(keys, sizes, outer, loose):
+    for grouped, span in statement_runs(keys, sizes, outer, loose):
         nodes = tuple(n for p in span for n in units[p])
         if grouped:
             src = srcs[span.start]
@@ -325,14 +335,6 @@ def _nodes(item: Par) -> Iterator[int]:
 def _tangled(series: Series) -> bool:
     """Whether any stretch is listed with reads (then ops are named, so reads can point at them)."""
     return any(isinstance(i, Tangle) or (isinstance(i, Par) and any(_tangled(b) for b in i.branches)) for i in series)
-
-
-def call_text(call: Call) -> str:
-    """``max_pool #2 (MaxPool2d)``; the model's own call is just its type."""
-    if call.parent is None:
-        return call.type
-    index = f" #{call.index}" if call.repeat > 1 else ""
-    return f"{call.path}{index} ({call.type})" if call.path else f"{call.type}{index}"
 
 
 def _ref_name(kid: Child, parent: Call) -> str:
