@@ -267,3 +267,24 @@ def test_resnet_blocks_keep_the_residual_and_the_downsample_path() -> None:
     assert first[0][1] == ["layer2.0.downsample (Sequential)"] and first[1] == "aten::add_ (joins 2 branches)"
     second = shape(node(g, "layer2.1 (BasicBlock)"))
     assert second[0][1] == "skip" and second[1] == "aten::add_ (joins 2 branches)"
+
+
+class WeightedFork(nn.Module):
+    """Two paths from one input; one multiplies by a transposed weight made inside the call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ self.w.t()  # aten::t reads only the weight: it carries nothing from x
+        z = x + 1
+        return y * z
+
+
+def test_a_path_through_a_weight_transform_is_still_a_branch() -> None:
+    g = traced(WeightedFork(), torch.randn(2, 3))
+    kids = g.tree(ops=True).root.children
+    assert [k.kind for k in kids] == ["parallel", "op"]
+    assert [[c.text for c in b.children] for b in kids[0].children] == [["aten::t", "aten::mm"], ["aten::add"]]
+    assert kids[1].note == "joins 2 branches"
