@@ -346,7 +346,7 @@ def _parting(g: Graph, index: int, func: str, frame: str | None) -> RunsDiffer:
     op = g.ops[index]
     source = str(op.source) if op.source else None
     if func:
-        detail = f"the runs part here: another run issued {func}{at} as op {index}"
+        detail = f"the runs part here: another run issued {func} as op {index}{at}"
     else:
         detail = f"the runs part here: another run ended after {index} ops"
     return RunsDiffer(f"{why}: they part at op {index}", Mismatch(op.name, op.target, op.call.label, op.call.path, source, detail))
