@@ -32,6 +32,7 @@ class ModuleState:
         self._dicts: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._contents: list[tuple[Any, Any]] = []
         self._tensors: list[list[Any]] = []  # [tensor, clone, version at the last restore]
+        self._by_id: dict[int, torch.Tensor] = {}
         self._generators: list[tuple[torch.Generator, torch.Tensor]] = []
         self._seen: set[int] = set()
         for module in model.modules():
@@ -46,7 +47,9 @@ class ModuleState:
         self._seen.add(id(value))
         if isinstance(value, torch.Tensor):
             if not isinstance(value, nn.parameter.UninitializedTensorMixin):
-                self._tensors.append([value, value.detach().clone(), _version(value)])
+                saved = value.detach().clone()
+                self._tensors.append([value, saved, _version(value)])
+                self._by_id[id(value)] = saved
         elif isinstance(value, torch.Generator):
             self._generators.append((value, value.get_state()))
         elif isinstance(value, _CONTAINERS):
@@ -54,6 +57,13 @@ class ModuleState:
             self._contents.append((value, saved))
             for v in (value.values() if isinstance(value, dict) else value):
                 self._take(v, depth + 1)
+        elif isinstance(value, tuple):  # immutable: its tensors' values only
+            for v in value:
+                self._take(v, depth + 1)
+
+    def saved(self, t: torch.Tensor) -> torch.Tensor | None:
+        """The value ``t`` had when the snapshot was taken, if it is one of the model's tensors."""
+        return self._by_id.get(id(t))
 
     def restore(self) -> None:
         """Put everything back as it was when the snapshot was taken."""

@@ -369,7 +369,10 @@ def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any, *, runs
 
     def on_op(i: int, func: Any, a: tuple[Any, ...], k: dict[str, Any], out: Any) -> bool:
         for pos, name in wanted.get(i, ()):
-            values[name] = tensor_leaves((list(a), list(k.values())))[pos].detach().clone()
+            t = tensor_leaves((list(a), list(k.values())))[pos]
+            # a tensor attribute's value before this op, which may have written it in place
+            before = runs.state.saved(t) if runs is not None else None
+            values[name] = (before if before is not None else t.detach()).clone()
         return i >= last
 
     _probe(model, args, kwargs, on_op, graph=g, runs=runs)

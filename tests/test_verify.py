@@ -395,3 +395,18 @@ def test_a_fresh_detection_model_verifies_and_keeps_its_state() -> None:
     assert report and report.max_diff == 0.0, str(report)
     _same_state(m, before)
     assert m.roi_heads.box_roi_pool.scales is None
+
+
+def test_a_tensor_attribute_written_in_place_by_its_first_read_replays_from_its_value_before() -> None:
+    class Accumulates(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kv = (torch.zeros(2),)  # a plain attribute in a tuple: a constant of the capture
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.kv[0].add_(x) * 2
+
+    m = Accumulates()
+    report = dt.verify(m, torch.ones(2))
+    assert report and report.max_diff == 0.0 and report.constants == 1, str(report)
+    assert m.kv[0].tolist() == [0.0, 0.0]
