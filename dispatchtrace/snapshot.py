@@ -14,7 +14,7 @@ class ModuleState:
     """What ``restore`` puts back into every module of ``model``: each attribute's object (a tensor,
     a flag, a list, a submodule), the contents of list, dict and set attributes (``_parameters``,
     ``_buffers`` and ``_modules`` among them), the values of every tensor found there (parameters,
-    buffers, plain tensor attributes) and the state of every ``torch.Generator`` attribute.
+    buffers, plain tensor attributes, tensors in tuples) and the state of every ``torch.Generator`` attribute.
 
     Attributes added after the snapshot are removed. A tensor whose version counter and values
     are as saved is left alone, so autograd graphs that saved it stay valid. Objects held in
