@@ -51,14 +51,44 @@ def test_the_first_differing_op_is_named_with_its_call_and_source_line() -> None
     assert "module path: block.1" in text
 
 
-def test_random_ops_are_reported_as_the_difference() -> None:
-    class Noisy(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.dropout(x.relu(), 0.5, training=True)
+_GENERATOR = torch.Generator().manual_seed(0)  # a generator verify cannot find in the model: not reset
 
-    report = dt.verify(Noisy(), torch.randn(64, 64))
-    assert not report and report.mismatch is not None
-    assert report.mismatch.target.startswith("aten.native_dropout") or report.mismatch.target.startswith("aten.bernoulli")
+
+class Noise(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.rand(x.shape, generator=_GENERATOR)
+
+
+class Noisy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.noise = Noise()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.noise(x.relu())
+
+
+def test_a_random_op_that_cannot_match_is_named_with_its_call() -> None:
+    report = dt.verify(Noisy(), torch.randn(3))
+    assert not report and report.mismatch is not None, str(report)
+    m = report.mismatch
+    assert (m.target, m.call, m.path) == ("aten.rand.generator", "noise", "noise")
+    assert "a random op" in m.detail
+    assert "first differing op: %rand = aten.rand.generator in noise at " in str(report)
+
+
+def test_random_ops_draw_the_same_numbers_in_every_run_and_the_global_state_is_left_alone() -> None:
+    class Random(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.nn.functional.dropout(x, 0.5, training=True)
+            return torch.bernoulli(y.sigmoid()) + torch.randn_like(y)
+
+    torch.manual_seed(3)
+    x = torch.randn(16, 16)
+    state = torch.get_rng_state()
+    report = dt.verify(Random(), x)
+    assert report and report.max_diff == 0.0, str(report)
+    assert torch.equal(torch.get_rng_state(), state)
 
 
 def test_keyword_tensors_and_tensors_made_in_forward_come_from_the_eager_run() -> None:
@@ -86,8 +116,8 @@ def test_meta_tensors_compare_shapes_only() -> None:
     with torch.device("meta"):
         model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU())
         report = dt.verify(model, torch.empty(1, 3, 8, 8))
-    assert report and report.max_diff is None
-    assert str(report).endswith("replay ok (shapes and dtypes only)")
+    assert report and report.max_diff is None and report.no_values == "meta tensors hold no values"
+    assert str(report).endswith("replay ok (shapes, dtypes and strides only: meta tensors hold no values)")
 
 
 def test_look_alike_reads_after_a_shared_write_verify_without_an_eager_run() -> None:
@@ -199,3 +229,184 @@ def test_probe_sees_the_ops_the_capture_records() -> None:
     with OpMode(lambda func, a, k, out: forward.append(str(func)), backward.append):
         model(x).sum().backward()
     assert forward == [op.target for op in g.ops] and len(backward) == len(g.backward_ops) > 0
+
+
+# ---- verify touches nothing --------------------------------------------------------------------
+
+def _state(m: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in m.state_dict().items()}
+
+
+def _same_state(m: nn.Module, before: dict[str, torch.Tensor]) -> None:
+    after = m.state_dict()
+    assert list(after) == list(before)
+    for k, v in before.items():
+        assert torch.equal(after[k], v), k
+
+
+class Settles(nn.Module):
+    """Changes itself on every call: a buffer in place, a flag, a list, an attribute it adds; raises when told."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.register_buffer("n", torch.zeros(()))
+        self.ready = False
+        self.seen: list[int] = []
+        self.fail = fail
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.n.add_(1)
+        self.seen.append(len(self.seen))
+        self.cache = x.detach()
+        if self.fail:
+            raise ValueError("told to fail")
+        if not self.ready:
+            self.ready = True
+            x = x.relu()
+        return x * self.n
+
+
+def test_attributes_buffers_and_lists_are_put_back_after_verify() -> None:
+    m = Settles()
+    n, seen = m.n, m.seen
+    report = dt.verify(m, torch.randn(3))
+    assert report, str(report)
+    assert m.n is n and float(m.n) == 0.0
+    assert m.seen is seen and seen == []
+    assert m.ready is False and not hasattr(m, "cache")
+
+
+def test_the_model_is_put_back_when_the_forward_raises() -> None:
+    m = Settles(fail=True)
+    with pytest.raises(ValueError, match="told to fail"):
+        dt.verify(m, torch.randn(3))
+    assert float(m.n) == 0.0 and m.seen == [] and not hasattr(m, "cache")
+
+
+def test_an_output_that_is_a_buffer_is_compared_as_the_capture_returned_it() -> None:
+    class Count(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("n", torch.zeros(2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.n.add_(x)
+
+    m = Count()
+    report = dt.verify(m, torch.ones(2))
+    assert report and report.max_diff == 0.0, str(report)
+    assert m.n.tolist() == [0.0, 0.0]
+
+
+def test_autograd_graphs_made_before_verify_still_run_backward() -> None:
+    m, x = nn.Sequential(nn.Linear(4, 3), nn.Tanh()), torch.randn(2, 4)
+    y = m(x)
+    versions = [p._version for p in m.parameters()]
+    assert dt.verify(m, x)
+    assert [p._version for p in m.parameters()] == versions
+    y.sum().backward()  # would raise if verify had written the saved weight in place
+    assert m[0].weight.grad is not None
+
+
+def test_a_lazy_module_must_run_once_first() -> None:
+    m = nn.Sequential(nn.LazyLinear(3))
+    with pytest.raises(ValueError, match=r"0 \(LazyLinear\).*run the model once first"):
+        dt.verify(m, torch.randn(2, 4))
+    m(torch.randn(2, 4))
+    assert dt.verify(m, torch.randn(2, 4))
+
+
+_CALLS: list[int] = []  # state outside the model: verify cannot put it back
+
+
+class Global(nn.Module):
+    """Takes a set-up branch on the first call of the process only; ``table`` is a constant of the capture."""
+
+    def __init__(self, constant: bool) -> None:
+        super().__init__()
+        self.table = torch.arange(3.0) if constant else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _CALLS.append(1)
+        if len(_CALLS) == 1:
+            x = x.relu()
+        return (x + self.table if self.table is not None else x * 2).neg()
+
+
+def test_runs_that_differ_in_structure_say_where_they_part() -> None:
+    _CALLS.clear()
+    report = dt.verify(Global(constant=True), torch.randn(3))
+    assert not report and report.error is not None, str(report)
+    assert report.error.startswith("the forward does not run the same ops each time"), report.error
+    assert "they part at op 0" in report.error
+    m = report.mismatch
+    assert m is not None and (m.op, m.target, m.call) == ("relu", "aten.relu.default", "Global")
+    assert m.detail.startswith("the runs part here: another run issued aten.add.Tensor as op 0 at test_verify.py:")
+
+
+def test_without_another_run_the_capture_is_compared_with_its_own_output() -> None:
+    _CALLS.clear()
+    report = dt.verify(Global(constant=False), torch.randn(3))
+    assert report and report.max_diff == 0.0, str(report)
+
+
+def test_multiscale_roialign_fills_its_scales_on_every_run_and_verifies() -> None:
+    from torchvision.ops import MultiScaleRoIAlign
+
+    torch.manual_seed(0)
+    m = MultiScaleRoIAlign(["feat1", "feat3"], 3, 2)
+    feats = {"feat1": torch.rand(1, 5, 64, 64), "feat2": torch.rand(1, 5, 32, 32), "feat3": torch.rand(1, 5, 16, 16)}
+    boxes = torch.rand(6, 4) * 256
+    boxes[:, 2:] += boxes[:, :2]
+    report = dt.verify(m, feats, [boxes], [(512, 512)])
+    assert report and report.max_diff == 0.0, str(report)
+    assert m.scales is None and m.map_levels is None  # as a fresh module has them
+
+
+def test_train_mode_resnet18_verifies_and_keeps_its_state_dict() -> None:
+    torch.manual_seed(0)
+    m = torchvision.models.resnet18(weights=None, num_classes=10).train()
+    before = _state(m)
+    report = dt.verify(m, torch.randn(2, 3, 32, 32))
+    assert report and report.max_diff == 0.0, str(report)
+    _same_state(m, before)
+    assert int(m.bn1.num_batches_tracked) == 0
+
+
+@pytest.mark.slow
+def test_train_mode_timm_efficientnet_verifies_and_keeps_its_state_dict() -> None:
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    m = timm.create_model("efficientnet_b0", pretrained=False, num_classes=10, drop_rate=0.2).train()
+    before = _state(m)
+    report = dt.verify(m, torch.randn(2, 3, 32, 32))
+    assert report and report.max_diff == 0.0, str(report)
+    _same_state(m, before)
+
+
+@pytest.mark.slow
+def test_a_fresh_detection_model_verifies_and_keeps_its_state() -> None:
+    torch.manual_seed(0)
+    m = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=5).eval()
+    before = _state(m)
+    with torch.no_grad():
+        report = dt.verify(m, [torch.rand(3, 320, 320)])
+    assert report and report.max_diff == 0.0, str(report)
+    _same_state(m, before)
+    assert m.roi_heads.box_roi_pool.scales is None
+
+
+def test_a_tensor_attribute_written_in_place_by_its_first_read_replays_from_its_value_before() -> None:
+    class Accumulates(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kv = (torch.zeros(2),)  # a plain attribute in a tuple: a constant of the capture
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.kv[0].add_(x) * 2
+
+    m = Accumulates()
+    report = dt.verify(m, torch.ones(2))
+    assert report and report.max_diff == 0.0 and report.constants == 1, str(report)
+    assert m.kv[0].tolist() == [0.0, 0.0]

@@ -22,7 +22,7 @@ def parser() -> argparse.ArgumentParser:
         "every output, 1 when it does not (the report names the first op that differs).",
         epilog="examples: dispatchtrace verify resnet50 --input 1x3x224x224 | dispatchtrace verify coolcnn",
     )
-    add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes and dtypes are compared")
+    add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes, dtypes and strides are compared")
     p.add_argument("--seed", type=int, default=0, help="seed for the model's initial weights and the random inputs (default 0)")
     return p
 
