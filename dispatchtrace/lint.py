@@ -11,17 +11,18 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
    call's ``ops`` are its op children, and each op's ``call`` is the call that holds it.
 4. ``call index``: per module path, the calls are numbered 0, 1, 2 ... in entry order
    (``0 <= index < repeat``).
-5. ``producers``: each op's producers are ops of this graph that ran before it, each once, and
-   include the producer of every tensor it reads.
-6. ``users``: each op's users are exactly the ops that list it as a producer, in execution order.
-7. ``inputs``: an op's ``inputs`` are the tensor refs in its ``args`` then ``kwargs``, in order.
-8. ``tensors``: every ref's producer is an op of this graph, and the ref is that op's output at
+5. ``versions``: along op order (inputs, then writes, then outputs of each op), the version of a
+   storage never decreases.
+6. ``mutated``: a written ref has a later version than the same storage read by that op;
+   ``is_view`` is true exactly when the op writes nothing and an output shares an input's storage.
+7. ``tensors``: every ref's producer is an op of this graph, and the ref is that op's output at
    ``slot`` (or a refreshed version of it: same storage, a later version); an op's outputs name it
    as producer with their position as slot; a ref without producer is no ``activation``.
-9. ``versions``: along op order (inputs, then writes, then outputs of each op), the version of a
-   storage never decreases.
-10. ``mutated``: a written ref has a later version than the same storage read by that op;
-    ``is_view`` is true exactly when the op writes nothing and an output shares an input's storage.
+8. ``producers``: each op's producers are ops of this graph that ran before it, each once; they
+   include the producer of every tensor it reads, and each is such a producer or the last writer
+   of such a tensor's storage.
+9. ``users``: each op's users are exactly the ops that list it as a producer, in execution order.
+10. ``inputs``: an op's ``inputs`` are the tensor refs in its ``args`` then ``kwargs``, in order.
 11. ``graph inputs/outputs``: ``graph.inputs`` are refs of kind ``input`` without producer;
     ``graph.outputs`` are the outputs of the top-level calls, each once; call inputs and outputs
     list each ref once.
@@ -69,9 +70,9 @@ def lint(graph: Graph) -> None:
     _check_calls(graph)
     _check_children(graph)
     _check_call_indices(graph)
-    _check_dataflow(graph)
-    _check_tensors(graph)
     _check_versions(graph)
+    _check_tensors(graph)
+    _check_dataflow(graph)
     _check_graph_io(graph)
     _check_backward(graph)
 
@@ -159,8 +160,11 @@ def _check_call_indices(graph: Graph) -> None:
 def _check_dataflow(graph: Graph) -> None:
     ops = graph.ops
     expected_users: dict[int, list[Op]] = {}
+    last_writer: dict[int, Op] = {}
     for op in ops:
         listed: set[int] = set()
+        allowed = {r.producer.index for r in op.inputs if r.producer is not None}
+        allowed.update(last_writer[r.storage].index for r in op.inputs if r.storage in last_writer)
         for p in op.producers:
             if not (0 <= p.index < len(ops) and ops[p.index] is p):
                 _fail("producers", f"{_op(op)} lists %{p.name} as a producer, which is not an op of this graph")
@@ -169,6 +173,9 @@ def _check_dataflow(graph: Graph) -> None:
                                    f"producers precede it")
             if p.index in listed:
                 _fail("producers", f"{_op(op)} lists {_op(p)} twice as a producer; each producer is listed once")
+            if p.index not in allowed:
+                _fail("producers", f"{_op(op)} lists {_op(p)} as a producer, which neither produced a tensor it reads "
+                                   f"nor last wrote one's storage; an edge means the op read data the producer made")
             listed.add(p.index)
             expected_users.setdefault(p.index, []).append(op)
         refs = [v for v in iter_leaves((op.args, op.kwargs)) if isinstance(v, TensorRef)]
@@ -178,6 +185,8 @@ def _check_dataflow(graph: Graph) -> None:
             if ref.producer is not None and ref.producer.index not in listed:
                 _fail("producers", f"{_op(op)} reads {ref.text}, but its producer %{ref.producer.name} is not among "
                                    f"the op's producers; an op depends on the producer of every tensor it reads")
+        for ref in op.mutated:
+            last_writer[ref.storage] = op
     for op in ops:
         want = expected_users.get(op.index, [])
         if len(want) != len(op.users) or any(a is not b for a, b in zip(want, op.users)):

@@ -347,9 +347,11 @@ class _Loader:
         self.sources = [_unrecord(r) for r in data["sources"]]
         self.rows = {row[0]: row for row in data["tensors"]}
         self.refs: dict[int, TensorRef] = {}
+        self.at = -1  # the op being loaded; every op after it is yet to come
 
     def build(self) -> Graph:
         self._enter(self.graph.root, 0)
+        self.at = len(self.graph.ops) - 1
         if len(self.graph.ops) != len(self.op_entries):
             missing = len(self.graph.ops)
             raise FormatError(f"op {missing} ({self.op_entries[missing]['name']}) is in no call's children: "
@@ -396,7 +398,7 @@ class _Loader:
 
     def _add_op(self, call: Call, ci: int, ix: int) -> None:
         o = self.op_entries[ix]
-        n = len(self.graph.ops)
+        n = self.at = len(self.graph.ops)
         if ix != n:
             raise FormatError(f"op {ix} ({o['name']}) runs as op {n} in the calls' children: ops must be listed "
                               f"in the order they ran (their index is their position in execution order)")
@@ -427,9 +429,9 @@ class _Loader:
         ref = self.refs.get(rid)
         if ref is None:
             _, shape, dtype, device, storage, version, producer, kind, name, slot = self.rows[rid]
-            if producer is not None and not 0 <= producer < len(self.graph.ops):
-                raise FormatError(f"tensor {rid} is produced by op {producer}, which has not run where the tensor "
-                                  f"is first used (op {len(self.graph.ops) - 1}): a tensor is used after its producer")
+            if producer is not None and not 0 <= producer <= self.at:
+                raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
+                                  f"a tensor is used only after the op that produced it")
             ref = self.refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
                                              None if producer is None else self.graph.ops[producer], kind, name, slot)
         return ref
