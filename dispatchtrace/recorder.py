@@ -140,7 +140,8 @@ class Recorder:
         inputs: list[TensorRef] = []
         producers: dict[Op, None] = {}
         as_recorded = self._recorder_of_args(inputs, producers)
-        rargs = tuple([a if type(a) in _PLAIN else map_leaves(a, as_recorded) for a in args])
+        rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
+                       for a in args])
         rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
         op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
                                  tuple(inputs), tuple(producers))
