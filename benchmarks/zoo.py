@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
+from dispatchtrace.lint import LintError
 from dispatchtrace.verify import check, clone_tensors
 
 Device = Literal["cpu", "meta"]
@@ -112,6 +113,7 @@ class Row:
     calls: int = 0
     calls_match: bool = False
     ops_match: bool = False
+    lint: str = "not run"
     replay: str = "not run"
     plain_s: float = 0.0
     capture_s: float = 0.0
@@ -216,6 +218,12 @@ def run(spec: Spec, device: Device, *, replay: bool = True, repeat: int = 0) -> 
                                 f"{paths[first:first + 2]} vs {hooks[first:first + 2]} ({len(paths)} vs {len(hooks)})")
         if not row.ops_match:
             row.problems.append(f"{len(g.ops)} ops captured, an empty dispatch mode counted {count}")
+        try:
+            g.lint()
+            row.lint = "ok"
+        except LintError as e:
+            row.lint = "FAILED"
+            row.problems.append(f"lint: {e}")
         if replay:
             report = check(g, model, out, *before)
             row.replay = "ok" if report else "FAILED"

@@ -1,7 +1,9 @@
 """dispatchtrace: see what a PyTorch model actually runs, op by op, module call by module call."""
 
 from .capture import capture
+from .depth import Depth
 from .graph import Call, Graph, Op
+from .lint import LintError
 from .render.errors import DotFailedError, DotNotFoundError
 from .replay import ReplayError
 from .serialize import FormatError, load
@@ -9,7 +11,8 @@ from .tensors import TensorRef
 from .verify import verify
 
 __all__ = [
-    "Call", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "Op", "ReplayError", "TensorRef",
+    "Call", "Depth", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError", "Op", "ReplayError",
+    "TensorRef",
     "capture", "load", "verify",
 ]
 __version__ = "0.1.0"

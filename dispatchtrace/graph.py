@@ -69,7 +69,7 @@ class Op:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, TensorRef):
-        return value.ref
+        return value.text
     if isinstance(value, list):
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
     if isinstance(value, tuple):
@@ -104,10 +104,6 @@ class Call:
     def module(self) -> nn.Module | None:
         """The module instance, while it is alive (the graph holds it weakly)."""
         return self._module() if self._module is not None else None
-
-    @property
-    def is_root(self) -> bool:
-        return self.parent is None
 
     @property
     def label(self) -> str:
@@ -179,7 +175,6 @@ class Graph:
         self.backward_ops: list[Op] = []
         self.error: BaseException | None = None
         self.complete: bool = False
-        self.derived: dict[str, Any] = {}  # caches of views computed from a complete graph (costs)
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)
@@ -191,6 +186,12 @@ class Graph:
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def lint(self) -> None:
+        """Check every invariant ``docs/semantics.md`` promises; raise ``LintError`` naming the first broken one."""
+        from .lint import lint
+
+        lint(self)
 
     # ---- views and exports: thin doors to the modules that implement them -----------------
     # (imports are local: graph is the data model, the layers above it import graph, not back)

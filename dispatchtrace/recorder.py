@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
-from .graph import Call, Graph, Op, new_call, op_ranges
+from .builder import GraphBuilder
+from .graph import Call, Graph, Op, op_ranges
 from .names import Names
 from .params import count_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
 from .source import Site, SourceTable, user_site
-from .structure import leaves, template, tensors_in
+from .structure import leaves, map_leaves, template, tensor_leaves, tensors_in
 from .tensors import Kind, TensorRef
 from .tracker import Tracker
 
@@ -29,7 +31,8 @@ class Recorder:
     """Owns the graph being built, the call stack and tensor identity for one capture block."""
 
     def __init__(self, model: Any, *, source: bool = True) -> None:
-        self.graph = Graph()
+        self.builder = GraphBuilder()
+        self.graph = self.builder.graph
         self._sites: list[Site | None] | None = [] if source else None
         self._call_sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
@@ -63,19 +66,18 @@ class Recorder:
         index = self._counts.get(key, 0)
         self._counts[key] = index + 1
         self._call_keys.append(key)
-        call = new_call(self.names.path(module), type(module).__name__, index, parent, module)
         if self._call_sites is not None:
             self._call_sites.append(user_site(2))
-        read = self.tracker.read
+        ref_of = self.tracker.ref_of
         if parent is self.graph.root:
             named = list(leaves(args))
             self._name_inputs(module, named)
-            call.inputs = _unique([read(t) for _, t in named])
+            inputs = [ref_of(t) for _, t in named]
             self._pending.clear()
         else:
-            call.inputs = _unique([read(t) for t in tensors_in(args)])
-        parent.children.append(call)
-        self.graph.calls.append(call)
+            inputs = [ref_of(t) for t in tensors_in(args)]
+        call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
+        self.builder.set_call_inputs(call, inputs)
         self.stack.append(call)
         if module._forward_hooks:
             self._watch_user_hooks(module, call)
@@ -123,85 +125,91 @@ class Recorder:
             self._returned(call, output)
 
     def _returned(self, call: Call, output: Any) -> None:
-        read = self.tracker.read
+        ref_of = self.tracker.ref_of
         if isinstance(output, Tensor):
-            call.returned = read(output)
-            call.outputs = (call.returned,)
+            ref = ref_of(output)
+            self.builder.set_call_result(call, (ref,), ref)
         else:
-            call.returned = template(output, read)
-            call.outputs = _unique([read(t) for t in tensors_in(output)])
+            self.builder.set_call_result(call, [ref_of(t) for t in tensors_in(output)], template(output, ref_of))
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        """Record one dispatched op: its arguments as refs (noting the ops they came from), the op
+        itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean."""
         info = _schemas.get(func) or schema_of(func)
-        current = self.tracker.current
         inputs: list[TensorRef] = []
         producers: dict[Op, None] = {}
+        as_recorded = self._recorder_of_args(inputs, producers)
+        rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
+                       for a in args])
+        rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
+        op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
+                                 tuple(inputs), tuple(producers))
+        written = self._record_writes(op, info.written(args, kwargs)) if info.writes else ()
+        outputs = self._record_outputs(op, out, written)
+        if written:
+            ref_of = self.tracker.ref_of
+            self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
+        elif outputs and inputs:
+            in_storages = {r.storage for r in inputs}
+            self.builder.set_outputs(op, outputs, is_view=any(r.storage in in_storages for r in outputs))
+        else:
+            self.builder.set_outputs(op, outputs)
+        if self._sites is not None:
+            self._sites.append(user_site(3))
 
-        def read(t: Tensor) -> TensorRef:
-            s = current(t)
-            ref = s.ref
-            inputs.append(ref)
-            if ref.producer is not None:
-                producers[ref.producer] = None
-            st = s.storage
-            if st.writer is not None and st.version > s.born:
-                producers[st.writer] = None
-            return ref
+    def _recorder_of_args(self, inputs: list[TensorRef], producers: dict[Op, None]) -> Callable[[Any], Any]:
+        """How one argument leaf is recorded: a tensor as its current ref, appended to ``inputs``,
+        its producer and last writer (when it wrote after) to ``producers``; a known symbolic
+        size as its value; anything else as it is."""
+        refreshed = self.tracker.refreshed
 
-        def conv(a: Any) -> Any:
-            ta = type(a)
-            if ta in _PLAIN:
+        def as_recorded(a: Any) -> Any:
+            if type(a) in _PLAIN:
                 return a
             if isinstance(a, Tensor):
-                return read(a)
-            if ta is list or ta is tuple:
-                return ta([conv(x) for x in a])
+                s = refreshed(a)
+                ref = s.ref
+                inputs.append(ref)
+                if ref.producer is not None:
+                    producers[ref.producer] = None
+                st = s.storage
+                if st.writer is not None and st.version > s.born:
+                    producers[st.writer] = None
+                return ref
             if isinstance(a, _SYM):
                 return _sym_value(a)
             return a
 
-        cargs = tuple([a if type(a) in _PLAIN else read(a) if isinstance(a, Tensor) else conv(a) for a in args])
-        ckwargs = {k: conv(v) for k, v in kwargs.items()} if kwargs else {}
-        call = self.stack[-1]
-        base = info.base
+        return as_recorded
+
+    def _op_name(self, base: str) -> str:
+        """``relu``, then ``relu_1``, ``relu_2``: numbered per overload packet in execution order."""
         n = self._name_counts.get(base, 0)
         self._name_counts[base] = n + 1
-        graph = self.graph
-        op = Op(len(graph.ops), f"{base}_{n}" if n else base, info.target, call, cargs, ckwargs,
-                tuple(inputs), producers=tuple(producers))
-        for p in producers:
-            p.users.append(op)
+        return f"{base}_{n}" if n else base
 
+    def _record_writes(self, op: Op, values: list[Any]) -> list[Tensor]:
+        """The tensors ``op`` writes get a new storage version, with ``op`` as their last writer."""
+        written = tensor_leaves(values)
+        for t in written:
+            self.tracker.write(t, op)
+        return written
+
+    def _record_outputs(self, op: Op, out: Any, written: list[Tensor] | tuple[()]) -> tuple[TensorRef, ...]:
+        """Refs for what ``op`` returned, in ``tensor_leaves`` order; a written tensor returned
+        (``relu_``, ``out=``) keeps its kind and name."""
         produced = self.tracker.produced
-        if info.writes:
-            written = _tensors(info.written(args, kwargs))
-            written_ids = {id(t) for t in written}
-            for t in written:
-                self.tracker.write(t, op)
-        else:
-            written = written_ids = ()  # type: ignore[assignment]
         if isinstance(out, Tensor):
-            op.outputs = (produced(out, op, id(out) in written_ids),)
-        elif isinstance(out, (tuple, list)):
-            op.outputs = tuple([produced(t, op, id(t) in written_ids, i) for i, t in enumerate(_tensors(out))])
-        if written:
-            op.mutated = tuple([self.tracker.read(t) for t in written])
-        elif op.outputs and inputs:
-            in_storages = {r.storage for r in inputs}
-            op.is_view = any(r.storage in in_storages for r in op.outputs)
-        graph.ops.append(op)
-        call.ops.append(op)
-        call.children.append(op)
-        if self._sites is not None:
-            self._sites.append(user_site(3))
+            return (produced(out, op, bool(written) and any(t is out for t in written)),)
+        if isinstance(out, (tuple, list)):
+            ids = {id(t) for t in written}
+            return tuple([produced(t, op, id(t) in ids, i) for i, t in enumerate(tensor_leaves(out))])
+        return ()
 
     def backward_op(self, func: Any) -> None:
         info = schema_of(func)
-        graph = self.graph
-        op = Op(len(graph.backward_ops), f"{info.base}_bw{len(graph.backward_ops)}", info.target,
-                graph.root, (), {}, (), phase="backward")
-        graph.backward_ops.append(op)
+        self.builder.add_backward_op(f"{info.base}_bw{len(self.graph.backward_ops)}", info.target)
 
     # ---- end of the block ----------------------------------------------------------------------
     def finish(self, error: BaseException | None) -> Graph:
@@ -213,12 +221,9 @@ class Recorder:
         for call, key in zip(graph.calls, self._call_keys, strict=True):
             call.repeat = self._counts[key]
         _add_params(graph)
-        graph.inputs = [r for r in self.tracker.external if r.kind == "input"]
-        outs: dict[TensorRef, None] = {}
-        for child in graph.root.children:
-            if isinstance(child, Call):
-                outs.update(dict.fromkeys(child.outputs))
-        graph.outputs = list(outs)
+        tops = [c for c in graph.root.children if isinstance(c, Call)]
+        self.builder.set_graph_io([r for r in self.tracker.external if r.kind == "input"],
+                                  [r for c in tops for r in c.outputs])
         _add_dataflow_inputs(graph)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
@@ -226,12 +231,10 @@ class Recorder:
                 op.source = table.resolve(site)
             for call, site in zip(graph.calls, self._call_sites, strict=True):
                 call.source = table.resolve(site)
-        graph.error = error
-        graph.complete = True
         self.tracker.close()
         self.names.clear()
         self._pending.clear()
-        return graph
+        return self.builder.finish(error)
 
 
 def _add_params(graph: Graph) -> None:
@@ -268,21 +271,7 @@ def _add_dataflow_inputs(graph: Graph) -> None:
                 extra.setdefault(call, {})[ref] = None
                 call = call.parent
     for call, refs in extra.items():
-        call.inputs = _unique([*call.inputs, *refs])
-
-
-def _unique(refs: Any) -> tuple[TensorRef, ...]:
-    return tuple(dict.fromkeys(refs))
-
-
-def _tensors(values: Any) -> list[Tensor]:
-    out: list[Tensor] = []
-    for v in values:
-        if isinstance(v, Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out.extend(_tensors(v))
-    return out
+        GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
 
 
 def _sym_value(a: Any) -> Any:

@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from .graph import Call
 from .schema import overload_of
+from .structure import map_leaves, tensor_leaves
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
@@ -24,21 +25,6 @@ Constants = Mapping[str, torch.Tensor] | Literal["error", "inputs"]
 
 class ReplayError(RuntimeError):
     """The capture cannot be turned into a graph that runs; the message says which tensor or op."""
-
-
-def tensor_leaves(value: Any) -> tuple[torch.Tensor, ...]:
-    """The tensors of an op result, flattened as capture flattens them (``None`` dropped).
-
-    The replayed graph calls this for results whose structure has optional tensors.
-
-    >>> [t.shape for t in tensor_leaves((torch.ones(2), None, [torch.zeros(3)]))]
-    [torch.Size([2]), torch.Size([3])]
-    """
-    if isinstance(value, torch.Tensor):
-        return (value,)
-    if isinstance(value, (list, tuple)):
-        return tuple(t for v in value for t in tensor_leaves(v))
-    return ()
 
 
 def resolve_target(target: str) -> Any:
@@ -85,7 +71,7 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     >>> gm.meta["dispatchtrace_inputs"]
     ['input']
     """
-    return _Builder(graph, model, constants).build()
+    return _Replayer(graph, model, constants).build()
 
 
 def output_structure(graph: Graph) -> Any:
@@ -126,7 +112,7 @@ def _ident(name: str) -> str:
     return ident
 
 
-class _Builder:
+class _Replayer:
     """One ``to_fx`` call: walks the ops once, mapping every tensor ref to the node that holds it."""
 
     def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants) -> None:
@@ -258,19 +244,24 @@ class _Builder:
 
     def _result(self, value: Any) -> Any:
         """The output structure with nodes for refs; the leaves fx prints as code stay constants."""
+        return map_leaves(value, self._result_leaf)
+
+    def _result_leaf(self, value: Any) -> Any:
         if isinstance(value, TensorRef):
             return self._node(value, None)
-        if type(value) is list or type(value) is tuple:
-            return type(value)(self._result(v) for v in value)
-        if type(value) is dict:
-            return {k: self._result(v) for k, v in value.items()}
         return value if type(value) in _PRINTABLE else None
+
+    def _args(self, op: Op) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``op``'s arguments with nodes for refs (the same walk capture made over the live ones)."""
+
+        def leaf(value: Any) -> Any:
+            return self._arg(value, op)
+
+        return map_leaves(op.args, leaf), map_leaves(op.kwargs, leaf)
 
     def _arg(self, value: Any, reader: Op) -> Any:
         if isinstance(value, TensorRef):
             return self._node(value, reader)
-        if type(value) is list or type(value) is tuple:
-            return type(value)(self._arg(v, reader) for v in value)
         if type(value) in _PRINTABLE or isinstance(value, (int, float)):
             return value
         # an object fx cannot print as code (a torch.Generator, a script object): an attribute
@@ -284,8 +275,7 @@ class _Builder:
 
     def _emit(self, op: Op) -> None:
         func = resolve_target(op.target)
-        args = tuple(self._arg(a, op) for a in op.args)
-        kwargs = {k: self._arg(v, op) for k, v in op.kwargs.items()}
+        args, kwargs = self._args(op)
         node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
         node.meta["dispatchtrace_op"] = op.index
         outs = op.outputs

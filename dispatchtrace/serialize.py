@@ -20,9 +20,13 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
+from .builder import GraphBuilder
 from .graph import Call, Graph, Op
+from .lint import LintError
+from .structure import iter_leaves
 from .tensors import TensorRef
 
 FORMAT = "dispatchtrace"
@@ -100,17 +104,18 @@ def _value(v: Any) -> Any:
     return {"$opaque": f"{t.__module__}.{t.__qualname__}", "text": str(v)}
 
 
-def _unvalue(v: Any, refs: dict[int, TensorRef]) -> Any:
+def _unvalue(v: Any, ref: Callable[[int], TensorRef]) -> Any:
+    """A saved argument back as its value; ``ref(id)`` gives the ``TensorRef`` of a tensor id."""
     if isinstance(v, list):
-        return [_unvalue(x, refs) for x in v]
+        return [_unvalue(x, ref) for x in v]
     if not isinstance(v, dict):
         return v
     if "$t" in v:
-        return refs[v["$t"]]
+        return ref(v["$t"])
     if "$tuple" in v:
-        return tuple(_unvalue(x, refs) for x in v["$tuple"])
+        return tuple(_unvalue(x, ref) for x in v["$tuple"])
     if "$dict" in v:
-        return {k: _unvalue(x, refs) for k, x in v["$dict"]}
+        return {k: _unvalue(x, ref) for k, x in v["$dict"]}
     if "$float" in v:
         return float(v["$float"])
     if "$complex" in v:
@@ -154,10 +159,14 @@ def _key(record: Any) -> Any:
     return ("value", record)
 
 
+def _no_tensor(rid: int) -> TensorRef:
+    raise FormatError(f"a saved record holds tensor {rid}; records hold plain values only")
+
+
 def _unrecord(data: Any) -> Any:
     if data is None:
         return None
-    fields = {k: _unvalue(v, {}) for k, v in data["fields"].items()}
+    fields = {k: _unvalue(v, _no_tensor) for k, v in data["fields"].items()}
     module, _, qualname = data["$record"].rpartition(".")
     if module.startswith("dispatchtrace"):  # only our own classes are ever constructed
         import importlib
@@ -173,83 +182,91 @@ def _unrecord(data: Any) -> Any:
 # ---- graph -> JSON ---------------------------------------------------------------------------
 
 
+class _Tables:
+    """While writing one graph: the tensors mentioned (by id) and the distinct source records."""
+
+    def __init__(self) -> None:
+        self.refs: dict[int, TensorRef] = {}
+        self.sources: list[Any] = []
+        self._source_ix: dict[Any, int] = {}
+
+    def ids(self, refs: Any) -> list[int]:
+        """Tensor ids of ``refs``, each ref noted for the ``tensors`` table."""
+        out = []
+        for r in refs:
+            self.refs.setdefault(r.id, r)
+            out.append(r.id)
+        return out
+
+    def value(self, v: Any) -> Any:
+        """An argument as JSON, each ref inside it noted for the ``tensors`` table."""
+        for leaf in iter_leaves(v):
+            if isinstance(leaf, TensorRef):
+                self.refs.setdefault(leaf.id, leaf)
+        return _value(v)
+
+    def source(self, source: Any) -> int:
+        """Index of ``source`` in the ``sources`` table (equal records share one entry)."""
+        key = _key(source)
+        ix = self._source_ix.get(key)
+        if ix is None:
+            ix = self._source_ix[key] = len(self.sources)
+            self.sources.append(_record(source))
+        return ix
+
+
+def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": op.name, "target": op.target, "call": call_ix[id(op.call)],
+        "args": [t.value(a) for a in op.args], "kwargs": {k: t.value(v) for k, v in op.kwargs.items()},
+        "inputs": t.ids(op.inputs), "outputs": t.ids(op.outputs), "mutated": t.ids(op.mutated),
+        "is_view": op.is_view, "producers": [p.index for p in op.producers],
+    }
+    if op.phase != "forward":
+        entry["phase"] = op.phase
+    if op.source is not None:
+        entry["source"] = t.source(op.source)
+    return entry
+
+
+def _call_entry(call: Call, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
+    children = [["call", call_ix[id(c)]] if isinstance(c, Call) else ["op", c.index] for c in call.children]
+    entry: dict[str, Any] = {
+        "path": call.path, "type": call.type, "index": call.index, "depth": call.depth,
+        "parent": None if call.parent is None else call_ix[id(call.parent)], "repeat": call.repeat,
+        "inputs": t.ids(call.inputs), "outputs": t.ids(call.outputs), "children": children,
+    }
+    if call.source is not None:
+        entry["source"] = t.source(call.source)
+    if call.returned is not None:
+        entry["returned"] = t.value(call.returned)
+    return entry
+
+
+def _tensor_row(r: TensorRef) -> list[Any]:
+    producer = None if r.producer is None else r.producer.index
+    return [r.id, list(r.shape), r.dtype, r.device, r.storage, r.version, producer, r.kind, r.name, r.slot]
+
+
 def to_json(graph: Graph) -> dict[str, Any]:
     """The capture as a JSON-ready dict (see ``docs/format.md``)."""
+    import torch
+
     from . import __version__
 
     calls = [graph.root, *graph.calls]
     call_ix = {id(c): i for i, c in enumerate(calls)}
-    op_ix = {id(op): op.index for op in graph.ops}
-    refs: dict[int, TensorRef] = {}
-
-    def ids(rs: Any) -> list[int]:
-        out = []
-        for r in rs:
-            refs.setdefault(r.id, r)
-            out.append(r.id)
-        return out
-
-    def scan(v: Any) -> None:
-        if isinstance(v, TensorRef):
-            refs.setdefault(v.id, v)
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                scan(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                scan(x)
-
-    ops = []
-    sources: list[Any] = []
-    source_ix: dict[Any, int] = {}
-
-    def source_index(source: Any) -> int:
-        key = _key(source)
-        if key not in source_ix:
-            source_ix[key] = len(sources)
-            sources.append(_record(source))
-        return source_ix[key]
-
-    for op in graph.ops:
-        scan(op.args)
-        scan(op.kwargs)
-        entry: dict[str, Any] = {
-            "name": op.name, "target": op.target, "call": call_ix[id(op.call)],
-            "args": [_value(a) for a in op.args], "kwargs": {k: _value(v) for k, v in op.kwargs.items()},
-            "inputs": ids(op.inputs), "outputs": ids(op.outputs), "mutated": ids(op.mutated),
-            "is_view": op.is_view, "producers": [op_ix[id(p)] for p in op.producers],
-        }
-        if op.phase != "forward":
-            entry["phase"] = op.phase
-        if op.source is not None:
-            entry["source"] = source_index(op.source)
-        ops.append(entry)
-
-    call_entries = []
-    for call in calls:
-        children = [["call", call_ix[id(c)]] if isinstance(c, Call) else ["op", op_ix[id(c)]] for c in call.children]
-        call_entry = {
-            "path": call.path, "type": call.type, "index": call.index, "depth": call.depth,
-            "parent": None if call.parent is None else call_ix[id(call.parent)], "repeat": call.repeat,
-            "inputs": ids(call.inputs), "outputs": ids(call.outputs), "children": children,
-        }
-        if call.source is not None:
-            call_entry["source"] = source_index(call.source)
-        if call.returned is not None:
-            call_entry["returned"] = _value(call.returned)
-        call_entries.append(call_entry)
-    graph_inputs, graph_outputs = ids(graph.inputs), ids(graph.outputs)
-    tensors = [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
-                None if r.producer is None else op_ix[id(r.producer)], r.kind, r.name, r.slot]
-               for r in sorted(refs.values(), key=lambda r: r.id)]
-    import torch
-
+    t = _Tables()
+    ops = [_op_entry(op, call_ix, t) for op in graph.ops]
+    call_entries = [_call_entry(call, call_ix, t) for call in calls]
+    graph_inputs, graph_outputs = t.ids(graph.inputs), t.ids(graph.outputs)
     error = graph.error
     return {
         "format": FORMAT, "version": VERSION, "dispatchtrace": __version__, "torch": torch.__version__,
         "complete": graph.complete,
         "error": None if error is None else {"type": type(error).__name__, "message": str(error)},
-        "tensors": tensors, "calls": call_entries, "ops": ops, "sources": sources,
+        "tensors": [_tensor_row(r) for r in sorted(t.refs.values(), key=lambda r: r.id)],
+        "calls": call_entries, "ops": ops, "sources": t.sources,
         "backward_ops": [[op.name, op.target] for op in graph.backward_ops],
         "inputs": graph_inputs, "outputs": graph_outputs,
         "params": {"total": graph.root.params, "calls": [[c.params, c.self_params] for c in calls]},
@@ -301,68 +318,129 @@ def from_json(data: Any, *, where: str = "the data") -> Graph:
         raise FormatError(f"{where} has format version {version!r}, newer than the {VERSION} this dispatchtrace "
                           f"reads; upgrade it (pip install -U dispatchtrace)")
     try:
-        return _build(data)
+        graph = _Loader(data).build()
+    except FormatError as e:
+        raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
+                          "save the capture again with g.save(path)") from None
     except (KeyError, IndexError, TypeError, ValueError) as e:
-        if isinstance(e, FormatError):
-            raise
         raise FormatError(f"{where} is a damaged dispatchtrace capture ({type(e).__name__}: {e}); "
                           "save the capture again with g.save(path)") from None
+    try:
+        graph.lint()
+    except LintError as e:
+        raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
+                          "save the capture again with g.save(path)") from None
+    return graph
 
 
-def _build(data: dict[str, Any]) -> Graph:
-    g = Graph()
-    calls: list[Call] = []
-    for i, c in enumerate(data["calls"]):
-        if i == 0:
-            call = g.root
-        else:
-            call = Call(c["path"], c["type"], c["index"], c["depth"], calls[c["parent"]], repeat=c["repeat"])
-        calls.append(call)
-    ops = [Op(i, o["name"], o["target"], calls[o["call"]], (), {}, (), phase=o.get("phase", "forward"))
-           for i, o in enumerate(data["ops"])]
-    sources = [_unrecord(r) for r in data.get("sources", [])]
-    refs: dict[int, TensorRef] = {}
-    for rid, shape, dtype, device, storage, version, producer, kind, name, slot in data["tensors"]:
-        refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
-                              None if producer is None else ops[producer], kind, name, slot)
-    for op, o in zip(ops, data["ops"], strict=True):
-        op.args = tuple(_unvalue(a, refs) for a in o["args"])
-        op.kwargs = {k: _unvalue(v, refs) for k, v in o["kwargs"].items()}
-        op.inputs = tuple(refs[r] for r in o["inputs"])
-        op.outputs = tuple(refs[r] for r in o["outputs"])
-        op.mutated = tuple(refs[r] for r in o["mutated"])
-        op.is_view = o["is_view"]
-        op.producers = tuple(ops[p] for p in o["producers"])
-        for p in op.producers:
-            p.users.append(op)
+class _Loader:
+    """One ``from_json``: replays the file's calls and ops through a ``GraphBuilder`` in the order
+    they ran (depth first through ``children``), checking that the file's own numbering agrees."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.builder = GraphBuilder()
+        self.graph = self.builder.graph
+        self.call_entries: list[dict[str, Any]] = data["calls"]
+        self.op_entries: list[dict[str, Any]] = data["ops"]
+        self.calls: list[Call | None] = [self.graph.root] + [None] * (len(self.call_entries) - 1)
+        self.sources = [_unrecord(r) for r in data["sources"]]
+        self.rows = {row[0]: row for row in data["tensors"]}
+        self.refs: dict[int, TensorRef] = {}
+        self.at = -1  # the op being loaded; every op after it is yet to come
+
+    def build(self) -> Graph:
+        self._enter(self.graph.root, 0)
+        self.at = len(self.graph.ops) - 1
+        if len(self.graph.ops) != len(self.op_entries):
+            missing = len(self.graph.ops)
+            raise FormatError(f"op {missing} ({self.op_entries[missing]['name']}) is in no call's children: "
+                              f"every op must be a child of the call that ran it")
+        if None in self.calls:
+            missing = self.calls.index(None)
+            raise FormatError(f"call {missing} ({self.call_entries[missing]['path']!r}) is in no call's "
+                              f"children: every call must be a child of its parent")
+        calls: list[Call] = self.calls  # type: ignore[assignment]
+        for call, c in zip(calls, self.call_entries, strict=True):
+            self._finish_call(call, c)
+        for name, target in self.data["backward_ops"]:
+            self.builder.add_backward_op(name, target)
+        params = self.data["params"]
+        for call, (n, own) in zip(calls, params["calls"], strict=True):
+            call.params, call.self_params = n, own
+        self.graph.root.params = params["total"]
+        self.builder.set_graph_io(self._refs(self.data["inputs"]), self._refs(self.data["outputs"]))
+        error = self.data["error"]
+        return self.builder.finish(None if error is None else _error(error["type"], error["message"]),
+                                   complete=self.data["complete"])
+
+    # ---- in execution order --------------------------------------------------------------------
+    def _enter(self, call: Call, ci: int) -> None:
+        for kind, ix in self.call_entries[ci]["children"]:
+            if kind == "call":
+                self._enter(self._add_call(call, ci, ix), ix)
+            elif kind == "op":
+                self._add_op(call, ci, ix)
+            else:
+                raise FormatError(f"call {ci} has a child of unknown kind {kind!r} (expected \"call\" or \"op\")")
+
+    def _add_call(self, parent: Call, pi: int, ix: int) -> Call:
+        c = self.call_entries[ix]
+        if ix == 0 or self.calls[ix] is not None or c["parent"] != pi:
+            raise FormatError(f"call {ix} ({c['path']!r}) is listed among the children of call {pi}, but its "
+                              f"parent is {c['parent']!r}: each call is a child of its parent, once")
+        call = self.builder.add_call(parent, c["path"], c["type"], c["index"], repeat=c["repeat"])
+        if c["depth"] != call.depth:
+            raise FormatError(f"call {ix} ({c['path']!r}) has depth {c['depth']}, but its parent's depth is "
+                              f"{parent.depth}: a call's depth is its parent's plus one")
+        self.calls[ix] = call
+        return call
+
+    def _add_op(self, call: Call, ci: int, ix: int) -> None:
+        o = self.op_entries[ix]
+        n = self.at = len(self.graph.ops)
+        if ix != n:
+            raise FormatError(f"op {ix} ({o['name']}) runs as op {n} in the calls' children: ops must be listed "
+                              f"in the order they ran (their index is their position in execution order)")
+        if o["call"] != ci:
+            raise FormatError(f"op {ix} ({o['name']}) says it ran in call {o['call']}, but is a child of call {ci}")
+        for p in o["producers"]:
+            if not 0 <= p < n:
+                raise FormatError(f"op {ix} ({o['name']}) lists op {p} as a producer, which did not run before "
+                                  f"it: every op's producers precede it")
+        op = self.builder.add_op(
+            call, o["name"], o["target"], tuple(self._unvalue(a) for a in o["args"]),
+            {k: self._unvalue(v) for k, v in o["kwargs"].items()}, tuple(self._refs(o["inputs"])),
+            tuple(self.graph.ops[p] for p in o["producers"]), phase=o.get("phase", "forward"))
+        self.builder.set_outputs(op, tuple(self._refs(o["outputs"])), tuple(self._refs(o["mutated"])), o["is_view"])
         if o.get("source") is not None:
-            op.source = sources[o["source"]]
-    for call, c in zip(calls, data["calls"], strict=True):
+            op.source = self.sources[o["source"]]
+
+    def _finish_call(self, call: Call, c: dict[str, Any]) -> None:
         if c.get("source") is not None:
-            call.source = sources[c["source"]]
-        if c.get("returned") is not None:
-            call.returned = _unvalue(c["returned"], refs)
-        call.inputs = tuple(refs[r] for r in c["inputs"])
-        call.outputs = tuple(refs[r] for r in c["outputs"])
-        for kind, ix in c["children"]:
-            child = calls[ix] if kind == "call" else ops[ix]
-            call.children.append(child)
-            if kind == "op":
-                call.ops.append(child)  # type: ignore[arg-type]
-    g.ops = ops
-    g.calls = calls[1:]
-    g.inputs = [refs[r] for r in data["inputs"]]
-    g.outputs = [refs[r] for r in data["outputs"]]
-    g.backward_ops = [Op(i, name, target, g.root, (), {}, (), phase="backward")
-                      for i, (name, target) in enumerate(data["backward_ops"])]
-    g.complete = data["complete"]
-    if data["error"] is not None:
-        g.error = _error(data["error"]["type"], data["error"]["message"])
-    params = data.get("params") or {"total": None, "calls": []}
-    for call, (n, own) in zip(calls, params["calls"], strict=False):  # absent in a file without counts
-        call.params, call.self_params = n, own
-    g.root.params = params["total"]
-    return g
+            call.source = self.sources[c["source"]]
+        self.builder.set_call_inputs(call, self._refs(c["inputs"]))
+        returned = c.get("returned")
+        self.builder.set_call_result(call, self._refs(c["outputs"]),
+                                     None if returned is None else self._unvalue(returned))
+
+    # ---- tensors ---------------------------------------------------------------------------------
+    def _ref(self, rid: int) -> TensorRef:
+        ref = self.refs.get(rid)
+        if ref is None:
+            _, shape, dtype, device, storage, version, producer, kind, name, slot = self.rows[rid]
+            if producer is not None and not 0 <= producer <= self.at:
+                raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
+                                  f"a tensor is used only after the op that produced it")
+            ref = self.refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
+                                             None if producer is None else self.graph.ops[producer], kind, name, slot)
+        return ref
+
+    def _refs(self, ids: list[int]) -> list[TensorRef]:
+        return [self._ref(r) for r in ids]
+
+    def _unvalue(self, v: Any) -> Any:
+        return _unvalue(v, self._ref)
 
 
 def _error(type_name: str, message: str) -> BaseException:

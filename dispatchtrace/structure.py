@@ -1,9 +1,21 @@
-"""Walks nested Python values (tuples, lists, dicts, namedtuples, dataclasses) for tensors."""
+"""The one walker over nested values: op arguments and results, and what module calls take and return.
+
+Two shapes of nesting, each walked here and nowhere else:
+
+- op arguments and results (what the dispatcher passes): tensors inside plain lists and tuples
+  (``Tensor[]``, ``Tensor?[]``, multi-output results). ``tensor_leaves`` flattens them: capture
+  numbers an op's outputs and replay unpacks them by this one order; ``map_leaves`` rebuilds them
+  with each leaf replaced (capture: tensors to refs; replay: refs to nodes; costs: refs to meta
+  tensors); ``iter_leaves`` visits the leaves (serialization collects the refs).
+- module-call arguments and results (what user code passes): also dicts, namedtuples and
+  dataclasses; ``leaves`` gives each tensor with its access path, ``tensors_in`` the tensors,
+  ``template`` the structure with refs in place of tensors.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -76,3 +88,60 @@ def template(value: Any, read: Any, _depth: int = 0) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: template(getattr(value, f.name), read, _depth + 1) for f in dataclasses.fields(value)}
     return None
+
+
+# ---- op arguments and results: plain lists, tuples (and dicts) ------------------------------
+
+
+def tensor_leaves(value: Any) -> list[torch.Tensor]:
+    """The tensors of an op result or argument, in order, through nested lists and tuples (``None`` dropped).
+
+    Capture numbers an op's outputs in this order (``%split[1]``); the replayed graph calls it to
+    unpack results whose structure has optional tensors.
+
+    >>> [t.shape for t in tensor_leaves((torch.ones(2), None, [torch.zeros(3)]))]
+    [torch.Size([2]), torch.Size([3])]
+    """
+    if isinstance(value, torch.Tensor):
+        return [value]
+    out: list[torch.Tensor] = []
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            if isinstance(v, torch.Tensor):
+                out.append(v)
+            elif isinstance(v, (list, tuple)):
+                out.extend(tensor_leaves(v))
+    return out
+
+
+def map_leaves(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` with every leaf replaced by ``fn(leaf)``; lists, tuples and dicts (exact types) kept.
+
+    Subclasses (``torch.Size``, namedtuples) are leaves.
+
+    >>> map_leaves((1, [2, 3], {"k": 4}), lambda v: v * 10)
+    (10, [20, 30], {'k': 40})
+    """
+    t = type(value)
+    if t is list or t is tuple:
+        return t([map_leaves(v, fn) for v in value])
+    if t is dict:
+        return {k: map_leaves(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+def iter_leaves(value: Any) -> Iterator[Any]:
+    """Every leaf of ``value`` as ``map_leaves`` sees it, in order.
+
+    >>> list(iter_leaves(((1, [2]), {"k": 3})))
+    [1, 2, 3]
+    """
+    t = type(value)
+    if t is list or t is tuple:
+        for v in value:
+            yield from iter_leaves(v)
+    elif t is dict:
+        for v in value.values():
+            yield from iter_leaves(v)
+    else:
+        yield value

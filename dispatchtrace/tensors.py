@@ -10,13 +10,14 @@ if TYPE_CHECKING:
 
 Kind = Literal["input", "parameter", "buffer", "activation", "constant"]
 
-_DTYPE_ABBR = {
-    "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "b8",
-    "complex32": "c32", "complex64": "c64", "complex128": "c128",
-    "float8_e4m3fn": "f8e4m3fn", "float8_e5m2": "f8e5m2",
-    "float8_e4m3fnuz": "f8e4m3fnuz", "float8_e5m2fnuz": "f8e5m2fnuz",
+# dtype name (as ``TensorRef.dtype`` spells it) -> (label abbreviation, bytes per element)
+DTYPES: dict[str, tuple[str, int]] = {
+    "float32": ("f32", 4), "float64": ("f64", 8), "float16": ("f16", 2), "bfloat16": ("bf16", 2),
+    "int64": ("i64", 8), "int32": ("i32", 4), "int16": ("i16", 2), "int8": ("i8", 1),
+    "uint8": ("u8", 1), "uint16": ("u16", 2), "uint32": ("u32", 4), "uint64": ("u64", 8), "bool": ("b8", 1),
+    "complex32": ("c32", 4), "complex64": ("c64", 8), "complex128": ("c128", 16),
+    "float8_e4m3fn": ("f8e4m3fn", 1), "float8_e5m2": ("f8e5m2", 1),
+    "float8_e4m3fnuz": ("f8e4m3fnuz", 1), "float8_e5m2fnuz": ("f8e5m2fnuz", 1),
 }
 
 
@@ -26,7 +27,23 @@ def dtype_abbr(dtype: str) -> str:
     >>> dtype_abbr("float32"), dtype_abbr("bool"), dtype_abbr("quint8")
     ('f32', 'b8', 'quint8')
     """
-    return _DTYPE_ABBR.get(dtype, dtype)
+    entry = DTYPES.get(dtype)
+    return dtype if entry is None else entry[0]
+
+
+def itemsize(dtype: str) -> int | None:
+    """Bytes per element of a dtype named as ``TensorRef.dtype`` names it (torch asked for others).
+
+    >>> itemsize("float32"), itemsize("bfloat16"), itemsize("no_such_dtype")
+    (4, 2, None)
+    """
+    entry = DTYPES.get(dtype)
+    if entry is not None:
+        return entry[1]
+    import torch
+
+    dt = getattr(torch, dtype, None)
+    return dt.itemsize if isinstance(dt, torch.dtype) else None
 
 
 def shape_text(dtype: str, shape: tuple[int | str, ...]) -> str:
@@ -68,7 +85,7 @@ class TensorRef:
         return shape_text(self.dtype, self.shape)
 
     @property
-    def ref(self) -> str:
+    def text(self) -> str:
         """How the tensor is written in op text: ``%relu_2``, ``%split[1]``, ``fc.weight``, ``x``."""
         op = self.producer
         if op is None:
@@ -87,4 +104,4 @@ class TensorRef:
         return n
 
     def __repr__(self) -> str:
-        return f"TensorRef({self.ref}: {self.label}, storage={self.storage}, v{self.version}, {self.kind})"
+        return f"TensorRef({self.text}: {self.label}, storage={self.storage}, v{self.version}, {self.kind})"

@@ -109,8 +109,8 @@ class Tracker:
         return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name,
                          slot)
 
-    def state(self, t: Tensor) -> TensorState:
-        """The state of a tensor about to be read; first sight makes an external ref."""
+    def known(self, t: Tensor) -> TensorState:
+        """The state of ``t`` as last recorded (its ref not refreshed); first sight makes an external ref."""
         s = self._tensors.get(id(t))
         if s is not None and s.wr() is t:
             return s
@@ -121,19 +121,20 @@ class Tracker:
         s = self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return s
 
-    def current(self, t: Tensor) -> TensorState:
-        """The state of ``t`` with its ref refreshed when its storage was written since."""
+    def refreshed(self, t: Tensor) -> TensorState:
+        """The state of ``t`` with its ref made again (same producer and slot, new version) when its
+        storage was written since the ref was made."""
         s = self._tensors.get(id(t))
         if s is None or s.wr() is not t:
-            s = self.state(t)
+            s = self.known(t)
         ref = s.ref
         if ref.version != s.storage.version:
             s.ref = self._new_ref(t, s.storage, ref.producer, ref.kind, ref.name, ref.slot)
         return s
 
-    def read(self, t: Tensor) -> TensorRef:
-        """The current ref of ``t``."""
-        return self.current(t).ref
+    def ref_of(self, t: Tensor) -> TensorRef:
+        """The ref of ``t`` as of now (``refreshed(t).ref``)."""
+        return self.refreshed(t).ref
 
     def produced(self, t: Tensor, op: Op, written: bool, slot: int = 0) -> TensorRef:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
@@ -149,7 +150,7 @@ class Tracker:
 
     def write(self, t: Tensor, op: Op) -> StorageState:
         """``op`` writes ``t``'s storage: a new version, and ``op`` becomes its last writer."""
-        storage = self.state(t).storage
+        storage = self.known(t).storage
         storage.version += 1
         storage.writer = op
         return storage

@@ -26,9 +26,10 @@ class CountOps(TorchDispatchMode):
 
 
 def traced(model: Any, *inputs: Any, grad: bool = True) -> dt.Graph:
-    """Capture one call of ``model`` on ``inputs`` (made outside the block, as users do)."""
+    """Capture one call of ``model`` on ``inputs`` (made outside the block, as users do); it must lint."""
     with torch.set_grad_enabled(grad), dt.capture(model) as g:
         model(*inputs)
+    g.lint()
     return g
 
 

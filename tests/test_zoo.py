@@ -46,6 +46,7 @@ def test_zoo(spec: zoo.Spec, device: str, request: pytest.FixtureRequest) -> Non
     assert not row.unsupported, row.unsupported
     assert row.problems == []
     assert row.calls_match and row.ops_match
+    assert row.lint == "ok"
     assert row.replay == "ok"
     assert row.ops > 0 and row.calls > 0
 
@@ -62,6 +63,7 @@ def test_the_detection_model_replays_its_list_of_dicts() -> None:
     model(images)  # warms the caches MultiScaleRoIAlign fills once
     with dt.capture(model) as g:
         want = model(images)
+    g.lint()
     gm = g.to_fx(model, constants=_constant_values(g, model, (images,), {}))
     got = gm(*images)  # placeholders: the tensors of the positional arguments, flattened
     assert type(got) is list and len(got) == len(want) == 1
@@ -100,7 +102,7 @@ def test_the_checks_can_fail() -> None:
     assert row.calls_match and not row.ops_match and not row.ok
     assert row.problems == [f"{row.ops} ops captured, an empty dispatch mode counted {row.ops + 1}"]
     ok = zoo.run(zoo.Spec("linear", lambda: nn.Linear(2, 2), lambda: ((torch.randn(1, 2),), {})), "meta")
-    assert ok.ok and ok.replay == "ok" and ok.ops == 2
+    assert ok.ok and ok.replay == "ok" and ok.lint == "ok" and ok.ops == 2
 
 
 def test_docs_coverage_lists_every_zoo_model() -> None:

@@ -80,7 +80,7 @@ def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
         count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
         where = node.call.source if source else None
         return text(node.label, f"{ins} -> {outs}", count, *([f"called at {where}"] if where is not None else []))
-    refs = [f"{r.ref}: {r.label} ({r.kind})" for r in node.outputs]
+    refs = [f"{r.text}: {r.label} ({r.kind})" for r in node.outputs]
     return text(*refs) if refs else text(node.label)
 
 
@@ -144,7 +144,7 @@ def digraph(
         attrs: dict[str, object] = {}
         if edge.tensors:
             label = edge_label(edge)
-            tips = [f"{t.ref}: {t.label}" for t in edge.tensors]
+            tips = [f"{t.text}: {t.label}" for t in edge.tensors]
             attrs["tooltip"] = text(*tips)
             if edge_labels:
                 attrs["xlabel" if fast else "label"] = text(label)

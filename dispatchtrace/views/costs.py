@@ -18,37 +18,17 @@ after the capture on shape-only stand-ins (meta tensors), so the total equals
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..schema import overload_of
+from ..structure import map_leaves
+from ..tensors import itemsize
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
     from ..tensors import TensorRef
-
-_ITEMSIZE = {
-    "bool": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "complex32": 4,
-    "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8, "complex64": 8,
-    "complex128": 16,
-}
-
-
-def itemsize(dtype: str) -> int | None:
-    """Bytes per element of a dtype named as ``TensorRef.dtype`` names it.
-
-    >>> itemsize("float32"), itemsize("bfloat16"), itemsize("no_such_dtype")
-    (4, 2, None)
-    """
-    size = _ITEMSIZE.get(dtype)
-    if size is None:
-        import torch
-
-        dt = getattr(torch, dtype, None)
-        size = dt.itemsize if isinstance(dt, torch.dtype) else None
-    return size
-
 
 def tensor_bytes(ref: TensorRef) -> int | None:
     """``numel * itemsize`` of a tensor ref; ``None`` when the shape is symbolic or dtype unknown."""
@@ -109,20 +89,19 @@ def _standin(value: Any, device: str | None = None) -> Any:
     """
     from ..tensors import TensorRef
 
-    if isinstance(value, TensorRef):
+    def leaf(v: Any) -> Any:
+        if not isinstance(v, TensorRef):
+            return v
         import torch
 
-        if any(not isinstance(s, int) for s in value.shape):
+        if any(not isinstance(s, int) for s in v.shape):
             raise _Symbolic
-        dtype = getattr(torch, value.dtype, None)
+        dtype = getattr(torch, v.dtype, None)
         if not isinstance(dtype, torch.dtype):
             raise _Symbolic
-        return torch.empty(value.shape, dtype=dtype, device=value.device if device else "meta")
-    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
-        return type(value)(_standin(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _standin(v, device) for k, v in value.items()}
-    return value
+        return torch.empty(v.shape, dtype=dtype, device=v.device if device else "meta")
+
+    return map_leaves(value, leaf)
 
 
 class _Symbolic(Exception):
@@ -197,7 +176,10 @@ class Costs:
     """Per-op and per-call costs of one graph, computed on first use and kept."""
 
     def __init__(self, graph: Graph) -> None:
-        self.graph = graph
+        # the root call and the outputs, not the graph: the per-graph cache below holds Costs
+        # weakly keyed by the graph, and a value that held its key would keep it alive forever
+        self._root = graph.root
+        self._outputs = graph.outputs
         self._ops: dict[int, OpCost] = {}
         self._calls: dict[int, CallCost] = {}
 
@@ -230,7 +212,7 @@ class Costs:
                 self_flops = _add(self_flops, c.flops)
                 if not child.is_view:
                     self_bytes += sum(s for s in c.output_bytes if s is not None)
-        outs = [tensor_bytes(r) for r in (self.graph.outputs if call.parent is None else call.outputs)]
+        outs = [tensor_bytes(r) for r in (self._outputs if call.parent is None else call.outputs)]
         out_bytes = None if any(s is None for s in outs) else sum(outs)  # type: ignore[misc]
         params, own = call.params, call.self_params
         return CallCost(_add(flops, self_flops), self_flops, nbytes + self_bytes, self_bytes, out_bytes, params, own)
@@ -238,20 +220,23 @@ class Costs:
     @property
     def total(self) -> CallCost:
         """The whole capture: ``params`` counts every called module's parameters once."""
-        return self.call(self.graph.root)
+        return self.call(self._root)
 
 
 def costs(graph: Graph) -> Costs:
     """The (cached) ``Costs`` of a finished capture; a capture still recording is not cached.
 
-    The cache lives on the graph (``graph.derived``), so it goes when the graph goes.
+    The cache is keyed weakly by the graph, so it goes when the graph goes.
     """
-    cached = graph.derived.get("costs")
+    cached = _CACHE.get(graph)
     if cached is None:
         cached = Costs(graph)
         if graph.complete:
-            graph.derived["costs"] = cached
+            _CACHE[graph] = cached
     return cached
+
+
+_CACHE: weakref.WeakKeyDictionary[Graph, Costs] = weakref.WeakKeyDictionary()
 
 
 def total_flops(graph: Graph) -> int:

@@ -1,0 +1,103 @@
+"""The one way to add calls and ops to a ``Graph``: the recorder and the JSON loader both build through it.
+
+Like ``torch.fx.Graph.create_node``, each method adds one record and links it where it belongs:
+a call to its parent's children and ``graph.calls``; an op to ``graph.ops``, its call's ``ops`` and
+``children``, and to the ``users`` of each of its producers. Records are added in the order they
+ran, so indices, children order and op ranges hold by construction (``Graph.lint`` checks them).
+
+>>> from dispatchtrace.tensors import TensorRef
+>>> b = GraphBuilder()
+>>> call = b.add_call(b.graph.root, "fc", "Linear", 0)
+>>> x = TensorRef(0, (2,), "float32", "cpu", 0, 0, None, "input", "x")
+>>> op = b.add_op(call, "relu", "aten.relu.default", (x,), {}, (x,), ())
+>>> y = TensorRef(1, (2,), "float32", "cpu", 1, 0, op, "activation")
+>>> b.set_outputs(op, (y,))
+>>> b.set_call_inputs(call, [x]); b.set_call_result(call, [y], y)
+>>> b.set_graph_io([x], [y])
+>>> graph = b.finish(None)
+>>> graph.lint()
+>>> print(graph)
+%relu = aten.relu.default(x) -> f32[2]  # fc
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .graph import Call, Graph, Op, new_call
+from .tensors import TensorRef
+
+
+class GraphBuilder:
+    """Adds calls and ops to ``graph`` (a new empty one by default) in execution order."""
+
+    __slots__ = ("graph", "_ops", "_calls")
+
+    def __init__(self, graph: Graph | None = None) -> None:
+        self.graph = graph if graph is not None else Graph()
+        self._ops = self.graph.ops
+        self._calls = self.graph.calls
+
+    def add_call(self, parent: Call, path: str, type_: str, index: int, *, module: Any = None,
+                 repeat: int = 1) -> Call:
+        """A new call of a module, entered now inside ``parent`` (depth is ``parent.depth + 1``)."""
+        call = new_call(path, type_, index, parent, module)
+        call.repeat = repeat
+        parent.children.append(call)
+        self._calls.append(call)
+        return call
+
+    def add_op(self, call: Call, name: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+               inputs: tuple[TensorRef, ...], producers: tuple[Op, ...], *, phase: str = "forward") -> Op:
+        """A new op run now inside ``call``, reading ``inputs``; each producer lists it as a user.
+
+        Its outputs are set next with ``set_outputs`` (their refs name this op as producer).
+        """
+        ops = self._ops
+        op = Op(len(ops), name, target, call, args, kwargs, inputs, producers=producers, phase=phase)
+        for p in producers:
+            p.users.append(op)
+        ops.append(op)
+        call.ops.append(op)
+        call.children.append(op)
+        return op
+
+    @staticmethod
+    def set_outputs(op: Op, outputs: tuple[TensorRef, ...], mutated: tuple[TensorRef, ...] = (),
+                    is_view: bool = False) -> None:
+        """What ``op`` returned, the refs it wrote (after the write), and whether it is a view."""
+        op.outputs = outputs
+        op.mutated = mutated
+        op.is_view = is_view
+
+    def add_backward_op(self, name: str, target: str) -> Op:
+        """An op autograd ran inside the block: kept apart in ``graph.backward_ops``, no arguments."""
+        backward = self.graph.backward_ops
+        op = Op(len(backward), name, target, self.graph.root, (), {}, (), phase="backward")
+        backward.append(op)
+        return op
+
+    @staticmethod
+    def set_call_inputs(call: Call, refs: Iterable[TensorRef]) -> None:
+        """The tensors a call read from outside it, each once, in first-read order."""
+        call.inputs = tuple(dict.fromkeys(refs))
+
+    @staticmethod
+    def set_call_result(call: Call, outputs: Iterable[TensorRef], returned: Any) -> None:
+        """What a call returned: its output refs (each once) and the structure holding them."""
+        call.outputs = tuple(dict.fromkeys(outputs))
+        call.returned = returned
+
+    def set_graph_io(self, inputs: Iterable[TensorRef], outputs: Iterable[TensorRef]) -> None:
+        """``graph.inputs`` (the refs of kind ``input``) and ``graph.outputs`` (what the top-level
+        calls returned), each ref once."""
+        self.graph.inputs = list(dict.fromkeys(inputs))
+        self.graph.outputs = list(dict.fromkeys(outputs))
+
+    def finish(self, error: BaseException | None, *, complete: bool = True) -> Graph:
+        """The graph, with the exception that ended the block (if any); ``complete`` once the block exited."""
+        graph = self.graph
+        graph.error = error
+        graph.complete = complete
+        return graph

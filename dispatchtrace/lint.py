@@ -1,0 +1,287 @@
+"""``Graph.lint``: checks every invariant the docs promise about a graph, and names the first one broken.
+
+The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
+
+1. ``ops``: ``graph.ops[i].index == i``, phase ``forward``; op names are unique.
+2. ``calls``: the root has no parent and depth -1; ``graph.calls`` lists every call below the root
+   once, in the order they were entered (depth first through ``children``); each call's parent is
+   the call whose children hold it, and its depth is its parent's plus one.
+3. ``children``: walking the root's children depth first meets the ops in index order, each once,
+   so each call's ops are one contiguous range inside its parent's and children run in order; a
+   call's ``ops`` are its op children, and each op's ``call`` is the call that holds it.
+4. ``call index``: per module path, the calls are numbered 0, 1, 2 ... in entry order
+   (``0 <= index < repeat``).
+5. ``versions``: along op order (inputs, then writes, then outputs of each op), the version of a
+   storage never decreases.
+6. ``mutated``: a written ref has a later version than the same storage read by that op;
+   ``is_view`` is true exactly when the op writes nothing and an output shares an input's storage.
+7. ``tensors``: every ref's producer is an op of this graph, and the ref is that op's output at
+   ``slot`` (or a refreshed version of it: same storage, a later version); an op's outputs name it
+   as producer with their position as slot; a ref without producer is no ``activation``.
+8. ``producers``: each op's producers are ops of this graph that ran before it, each once; they
+   include the producer of every tensor it reads, and each is such a producer or the last writer
+   of such a tensor's storage.
+9. ``users``: each op's users are exactly the ops that list it as a producer, in execution order.
+10. ``inputs``: an op's ``inputs`` are the tensor refs in its ``args`` then ``kwargs``, in order.
+11. ``graph inputs/outputs``: ``graph.inputs`` are refs of kind ``input`` without producer;
+    ``graph.outputs`` are the outputs of the top-level calls, each once; call inputs and outputs
+    list each ref once.
+12. ``backward_ops``: numbered 0.. in order, phase ``backward``, on the root call.
+
+>>> import torch, dispatchtrace as dt
+>>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
+>>> with dt.capture(lin) as g:
+...     _ = lin(x)
+>>> g.lint()
+>>> [op.name for op in g.ops]
+['t', 'addmm']
+>>> g.ops.reverse()
+>>> g.lint()
+Traceback (most recent call last):
+...
+dispatchtrace.lint.LintError: ops: graph.ops[0] is %addmm with index 1; ops are listed in execution order and an op's index is its position
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .graph import Call, Op
+from .structure import iter_leaves
+from .tensors import TensorRef
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+_KINDS = frozenset({"input", "parameter", "buffer", "activation", "constant"})
+
+
+class LintError(ValueError):
+    """A graph breaks an invariant of ``docs/semantics.md``; the message names which, where, and what it means."""
+
+
+def _fail(invariant: str, message: str) -> None:
+    raise LintError(f"{invariant}: {message}")
+
+
+def lint(graph: Graph) -> None:
+    """Raise ``LintError`` naming the first broken invariant of ``graph``; return ``None`` when all hold."""
+    _check_ops(graph)
+    _check_calls(graph)
+    _check_children(graph)
+    _check_call_indices(graph)
+    _check_versions(graph)
+    _check_tensors(graph)
+    _check_dataflow(graph)
+    _check_graph_io(graph)
+    _check_backward(graph)
+
+
+def _op(op: Op) -> str:
+    return f"%{op.name} (op {op.index})"
+
+
+def _check_ops(graph: Graph) -> None:
+    names: dict[str, int] = {}
+    for i, op in enumerate(graph.ops):
+        if op.index != i:
+            _fail("ops", f"graph.ops[{i}] is %{op.name} with index {op.index}; ops are listed in execution order "
+                         f"and an op's index is its position")
+        if op.phase != "forward":
+            _fail("ops", f"{_op(op)} has phase {op.phase!r}; graph.ops holds forward ops only (backward ones are "
+                         f"in graph.backward_ops)")
+        if op.name in names:
+            _fail("ops", f"ops {names[op.name]} and {i} are both named %{op.name}; op names are unique")
+        names[op.name] = i
+
+
+def _check_calls(graph: Graph) -> None:
+    root = graph.root
+    if root.parent is not None or root.depth != -1:
+        _fail("calls", f"the root call has parent {root.parent!r} and depth {root.depth}; it has none and -1")
+    entered: list[Call] = []
+
+    def visit(call: Call) -> None:
+        for child in call.children:
+            if not isinstance(child, Call):
+                continue
+            if child.parent is not call:
+                _fail("calls", f"{child!r} is a child of {call!r} but says its parent is {child.parent!r}")
+            if child.depth != call.depth + 1:
+                _fail("calls", f"{child!r} has depth {child.depth}, its parent {call!r} {call.depth}; "
+                               f"a call's depth is its parent's plus one")
+            entered.append(child)
+            visit(child)
+
+    visit(root)
+    if len(entered) != len(graph.calls) or any(a is not b for a, b in zip(entered, graph.calls)):
+        at = next((i for i, (a, b) in enumerate(zip(entered, graph.calls)) if a is not b),
+                  min(len(entered), len(graph.calls)))
+        _fail("calls", f"graph.calls[{at}] is not the call entered {at}th (graph.calls has {len(graph.calls)}, the "
+                       f"root's children hold {len(entered)}); graph.calls lists every call once, in entry order")
+
+
+def _check_children(graph: Graph) -> None:
+    ops = graph.ops
+    n = 0
+    for call in [graph.root, *graph.calls]:
+        own = [c for c in call.children if isinstance(c, Op)]
+        if len(own) != len(call.ops) or any(a is not b for a, b in zip(own, call.ops)):
+            _fail("children", f"{call!r}.ops is not the list of its op children; a call's ops are its op children")
+    for child in graph.root.walk():
+        if not isinstance(child, Op):
+            continue
+        op: Op = child
+        if n >= len(ops) or ops[n] is not op:
+            _fail("children", f"the {n}th op met walking the calls is {_op(op)}, not graph.ops[{n}]: each call's ops "
+                              f"are one contiguous range inside its parent's, and children are in the order they ran")
+        n += 1
+    if n != len(ops):
+        _fail("children", f"{_op(ops[n])} is in no call's children; every op is a child of the call that ran it")
+    for call in [graph.root, *graph.calls]:
+        for op in call.ops:
+            if op.call is not call:
+                _fail("children", f"{_op(op)} is a child of {call!r} but says it ran in {op.call!r}")
+
+
+def _check_call_indices(graph: Graph) -> None:
+    seen: dict[str, dict[int, int]] = {}
+    for call in graph.calls:
+        counts = seen.setdefault(call.path, {})
+        k = call.index
+        if not 0 <= k < call.repeat:
+            _fail("call index", f"{call!r} has index {k} of repeat {call.repeat}; 0 <= index < repeat")
+        if k > 0 and counts.get(k - 1, 0) <= counts.get(k, 0):
+            _fail("call index", f"{call!r} has index {k} before any call of path {call.path!r} with index {k - 1}; "
+                                f"calls of a module are numbered 0, 1, 2 ... in the order they ran")
+        counts[k] = counts.get(k, 0) + 1
+
+
+def _check_dataflow(graph: Graph) -> None:
+    ops = graph.ops
+    expected_users: dict[int, list[Op]] = {}
+    last_writer: dict[int, Op] = {}
+    for op in ops:
+        listed: set[int] = set()
+        allowed = {r.producer.index for r in op.inputs if r.producer is not None}
+        allowed.update(last_writer[r.storage].index for r in op.inputs if r.storage in last_writer)
+        for p in op.producers:
+            if not (0 <= p.index < len(ops) and ops[p.index] is p):
+                _fail("producers", f"{_op(op)} lists %{p.name} as a producer, which is not an op of this graph")
+            if p.index >= op.index:
+                _fail("producers", f"{_op(op)} lists {_op(p)} as a producer, which runs after it; every op's "
+                                   f"producers precede it")
+            if p.index in listed:
+                _fail("producers", f"{_op(op)} lists {_op(p)} twice as a producer; each producer is listed once")
+            if p.index not in allowed:
+                _fail("producers", f"{_op(op)} lists {_op(p)} as a producer, which neither produced a tensor it reads "
+                                   f"nor last wrote one's storage; an edge means the op read data the producer made")
+            listed.add(p.index)
+            expected_users.setdefault(p.index, []).append(op)
+        refs = [v for v in iter_leaves((op.args, op.kwargs)) if isinstance(v, TensorRef)]
+        if len(refs) != len(op.inputs) or any(a is not b for a, b in zip(refs, op.inputs)):
+            _fail("inputs", f"{_op(op)}'s inputs are not the tensor refs of its args and kwargs, in order")
+        for ref in op.inputs:
+            if ref.producer is not None and ref.producer.index not in listed:
+                _fail("producers", f"{_op(op)} reads {ref.text}, but its producer %{ref.producer.name} is not among "
+                                   f"the op's producers; an op depends on the producer of every tensor it reads")
+        for ref in op.mutated:
+            last_writer[ref.storage] = op
+    for op in ops:
+        want = expected_users.get(op.index, [])
+        if len(want) != len(op.users) or any(a is not b for a, b in zip(want, op.users)):
+            _fail("users", f"{_op(op)}'s users are {[u.name for u in op.users]}, but the ops that list it as a "
+                           f"producer are {[u.name for u in want]}; users are exactly those, in execution order")
+
+
+def _refs_of(graph: Graph) -> list[tuple[str, TensorRef]]:
+    """Every ref the graph mentions, with where it is mentioned."""
+    out: list[tuple[str, TensorRef]] = []
+    for op in graph.ops:
+        where = _op(op)
+        out.extend((where, r) for r in (*op.inputs, *op.outputs, *op.mutated))
+    for call in graph.calls:
+        where = repr(call)
+        out.extend((where, r) for r in (*call.inputs, *call.outputs))
+        out.extend((where, r) for r in iter_leaves(call.returned) if isinstance(r, TensorRef))
+    out.extend(("graph.inputs", r) for r in graph.inputs)
+    out.extend(("graph.outputs", r) for r in graph.outputs)
+    return out
+
+
+def _check_tensors(graph: Graph) -> None:
+    ops = graph.ops
+    for op in ops:
+        for slot, ref in enumerate(op.outputs):
+            if ref.producer is not op or ref.slot != slot:
+                _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
+                                 f"slot {slot}; an op's outputs are its own, by position")
+    for where, ref in _refs_of(graph):
+        if ref.kind not in _KINDS:
+            _fail("tensors", f"{ref!r} in {where} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
+        p = ref.producer
+        if p is None:
+            if ref.kind == "activation":
+                _fail("tensors", f"{ref!r} in {where} is an activation without producer; activations come from ops")
+            continue
+        if not (0 <= p.index < len(ops) and ops[p.index] is p):
+            _fail("tensors", f"{ref!r} in {where} names %{p.name} as producer, which is not an op of this graph")
+        outs = p.outputs
+        if ref.slot >= len(outs):
+            _fail("tensors", f"{ref!r} in {where} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
+        out = outs[ref.slot]
+        if out is not ref and (out.storage != ref.storage or ref.version < out.version):
+            _fail("tensors", f"{ref!r} in {where} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later version "
+                             f"of it; a tensor ref is its producer's output at its slot, or that tensor after a write")
+
+
+def _check_versions(graph: Graph) -> None:
+    latest: dict[int, int] = {}
+
+    def see(op: Op, ref: TensorRef, role: str) -> None:
+        v = latest.get(ref.storage, -1)
+        if ref.version < v:
+            _fail("versions", f"{_op(op)}'s {role} {ref!r} has version {ref.version} of storage {ref.storage}, which "
+                              f"an earlier op already saw at version {v}; versions of a storage never decrease")
+        latest[ref.storage] = ref.version
+
+    for op in graph.ops:
+        read: dict[int, int] = {}
+        for ref in op.inputs:
+            see(op, ref, "input")
+            read[ref.storage] = max(read.get(ref.storage, -1), ref.version)
+        for ref in op.mutated:
+            see(op, ref, "written tensor")
+            if ref.storage in read and ref.version <= read[ref.storage]:
+                _fail("mutated", f"{_op(op)} writes {ref!r} but its version is not later than the version it read "
+                                 f"({read[ref.storage]}); a write makes a new version")
+        for ref in op.outputs:
+            see(op, ref, "output")
+        in_storages = {r.storage for r in op.inputs}
+        view = not op.mutated and any(r.storage in in_storages for r in op.outputs)
+        if op.is_view != view:
+            _fail("mutated", f"{_op(op)} has is_view={op.is_view}; is_view is true exactly when the op writes nothing "
+                             f"and an output shares an input's storage")
+
+
+def _check_graph_io(graph: Graph) -> None:
+    for ref in graph.inputs:
+        if ref.kind != "input" or ref.producer is not None:
+            _fail("graph inputs", f"{ref!r} is in graph.inputs; graph inputs are refs of kind input without producer")
+    if len(set(map(id, graph.inputs))) != len(graph.inputs):
+        _fail("graph inputs", "graph.inputs lists a ref twice; each input is listed once")
+    tops = [c for c in graph.root.children if isinstance(c, Call)]
+    want = list(dict.fromkeys(r for c in tops for r in c.outputs))
+    if len(want) != len(graph.outputs) or any(a is not b for a, b in zip(want, graph.outputs)):
+        _fail("graph outputs", "graph.outputs are not the outputs of the top-level calls, each once, in order")
+    for call in graph.calls:
+        for name, refs in (("inputs", call.inputs), ("outputs", call.outputs)):
+            if len(set(map(id, refs))) != len(refs):
+                _fail(f"call {name}", f"{call!r}.{name} lists a ref twice; each is listed once")
+
+
+def _check_backward(graph: Graph) -> None:
+    for i, op in enumerate(graph.backward_ops):
+        if op.index != i or op.phase != "backward" or op.call is not graph.root:
+            _fail("backward_ops", f"graph.backward_ops[{i}] is %{op.name} (index {op.index}, phase {op.phase!r}); "
+                                  f"backward ops are numbered in order, phase backward, on the root call")

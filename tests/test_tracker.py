@@ -1,0 +1,89 @@
+"""Tracker: which ref a live tensor is now, storage identity and write versions."""
+
+from __future__ import annotations
+
+import torch
+
+from dispatchtrace.builder import GraphBuilder
+from dispatchtrace.graph import Op
+from dispatchtrace.tensors import Kind
+from dispatchtrace.tracker import Tracker
+
+
+def _tracker() -> tuple[Tracker, list[torch.Tensor]]:
+    seen: list[torch.Tensor] = []
+
+    def namer(t: torch.Tensor) -> tuple[Kind, str | None]:
+        seen.append(t)
+        return "input", f"x{len(seen) - 1}"
+
+    return Tracker(namer), seen
+
+
+def _op(b: GraphBuilder, name: str) -> Op:
+    return b.add_op(b.graph.root, name, f"aten.{name}.default", (), {}, (), ())
+
+
+def test_first_sight_names_an_external_tensor_once() -> None:
+    tracker, seen = _tracker()
+    x = torch.ones(2, 3)
+    ref = tracker.ref_of(x)
+    assert (ref.kind, ref.name, ref.producer, ref.version, ref.shape, ref.dtype) == ("input", "x0", None, 0, (2, 3), "float32")
+    assert tracker.ref_of(x) is ref and tracker.known(x).ref is ref
+    assert seen == [x] and tracker.external == [ref]
+
+
+def test_views_share_their_bases_storage_and_others_do_not() -> None:
+    tracker, _ = _tracker()
+    x, y = torch.ones(4), torch.ones(4)
+    assert tracker.ref_of(x.view(2, 2)).storage == tracker.ref_of(x).storage != tracker.ref_of(y).storage
+
+
+def test_a_write_makes_a_new_version_and_readers_get_a_refreshed_ref() -> None:
+    tracker, _ = _tracker()
+    b = GraphBuilder()
+    x = torch.ones(3)
+    before = tracker.ref_of(x)
+    add_ = _op(b, "add_")
+    storage = tracker.write(x, add_)
+    assert (storage.version, storage.writer) == (1, add_)
+    assert tracker.known(x).ref is before  # known: as last recorded
+    after = tracker.refreshed(x).ref  # refreshed: remade at the new version, same identity otherwise
+    assert after is not before and after.version == 1
+    assert (after.storage, after.kind, after.name, after.slot) == (before.storage, before.kind, before.name, before.slot)
+    assert tracker.ref_of(x) is after
+
+
+def test_outputs_name_their_producer_and_slot_and_an_in_place_result_keeps_its_kind() -> None:
+    tracker, _ = _tracker()
+    b = GraphBuilder()
+    x = torch.ones(3)
+    tracker.ref_of(x)
+    split = _op(b, "split")
+    parts = x.split(1)
+    refs = [tracker.produced(t, split, False, i) for i, t in enumerate(parts)]
+    assert [(r.producer, r.slot, r.kind) for r in refs] == [(split, 0, "activation"), (split, 1, "activation"), (split, 2, "activation")]
+    relu_ = _op(b, "relu_")
+    tracker.write(x, relu_)
+    ref = tracker.produced(x, relu_, True)
+    assert (ref.producer, ref.kind, ref.name, ref.version) == (relu_, "input", "x0", 1)
+
+
+def test_a_reused_address_is_a_new_storage_while_the_tracker_is_open() -> None:
+    tracker, _ = _tracker()
+    sids = set()
+    for _ in range(5):
+        t = torch.empty(1024)
+        sids.add(tracker.ref_of(t).storage)
+        del t
+    assert len(sids) == 5
+
+
+def test_close_forgets_live_tensors_but_refs_stay_valid() -> None:
+    tracker, seen = _tracker()
+    x = torch.ones(2)
+    ref = tracker.ref_of(x)
+    tracker.close()
+    assert ref.name == "x0"
+    again = tracker.ref_of(x)
+    assert again is not ref and again.name == "x1" and len(seen) == 2
