@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
+from .shorten import items, shapes
 from .source import Source
 from .tensors import TensorRef
 
@@ -42,7 +43,7 @@ class Op:
     def __str__(self) -> str:
         args = [_fmt(a) for a in self.args]
         args += [f"{k}={_fmt(v)}" for k, v in self.kwargs.items()]
-        outs = ", ".join(o.label for o in self.outputs) or "()"
+        outs = shapes([o.label for o in self.outputs]) or "()"
         if len(self.outputs) > 1:
             outs = f"({outs})"
         return f"%{self.name} = {self.target}({', '.join(args)}) -> {outs}  # {self.call.label}"
@@ -55,9 +56,9 @@ def _fmt(value: Any) -> str:
     if isinstance(value, TensorRef):
         return value.ref
     if isinstance(value, list):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+        return "[" + items([_fmt(v) for v in value], limit=8) + "]"
     if isinstance(value, tuple):
-        return "(" + ", ".join(_fmt(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        return "(" + items([_fmt(v) for v in value], limit=8) + ("," if len(value) == 1 else "") + ")"
     return repr(value) if isinstance(value, str) else str(value)
 
 
@@ -204,7 +205,8 @@ class Graph:
         """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``.
 
         ``depth=None`` (the default) means ``"auto"``: the deepest call depth whose diagram has
-        at most ``max_nodes`` (150) nodes. An int collapses every call at that depth; ``"ops"``
+        at most ``max_nodes`` (150) nodes and 12 side by side, or every op for a model without
+        submodules (``views.auto``). An int collapses every call at that depth; ``"ops"``
         shows every op.
         """
         from .render.dot import to_dot
@@ -216,7 +218,8 @@ class Graph:
 
         ``depth=None`` (the default) means, per format: for diagrams (.svg .pdf .png .dot .gv)
         ``"auto"``, as ``to_dot``; for .txt everything, as ``tree`` (``"auto"`` and ``"ops"`` also
-        give the whole tree there); .json saves the whole capture whatever ``depth`` is.
+        give the whole tree there); .json saves the whole capture whatever ``depth`` is. A diagram
+        ``dot`` would take over a minute to lay out is refused unless ``force=True``.
         """
         from .render.files import render
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Literal
 
 import graphviz
 
+from ..shorten import shapes
+from ..views.attrs import attributes, attributes_text
 from ..views.collapse import AUTO_MAX_NODES, CollapsedGraph, Depth, Edge, Group, Node, Predicate, collapse
 
 if TYPE_CHECKING:
@@ -52,8 +54,11 @@ def text(*lines: str) -> graphviz.quoting.NoHtml:
 
 
 def edge_label(edge: Edge, *, limit: int = 2) -> str:
-    """``f32[1, 64, 56, 56]``; several different tensors: the first ``limit`` and a count."""
+    """``f32[1, 64, 56, 56]``; several different tensors: the first ``limit`` and a count; more than
+    ``limit`` tensors of one shape: ``100 × f32[3]``."""
     labels = list(dict.fromkeys(t.label for t in edge.tensors))
+    if len(labels) == 1 and len(edge.tensors) > limit:
+        return f"{len(edge.tensors)} × {labels[0]}"
     if len(labels) > limit:
         return ", ".join(labels[:limit]) + f" +{len(labels) - limit}"
     return ", ".join(labels)
@@ -63,7 +68,7 @@ def _node_label(node: Node) -> graphviz.quoting.NoHtml:
     if node.kind in ("input", "tensor") and node.ref is not None:
         return text(node.label, node.ref.label)
     if node.kind == "output":
-        return text("output", *dict.fromkeys(r.label for r in node.outputs))
+        return text("output", *_capped(list(dict.fromkeys(r.label for r in node.outputs))))
     return text(node.label)
 
 
@@ -76,13 +81,20 @@ def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
         return text(*lines)
     if node.call is not None:
         n_ops = sum(1 for _ in node.call.all_ops())
-        ins = ", ".join(r.label for r in node.call.inputs) or "()"
-        outs = ", ".join(r.label for r in node.outputs) or "()"
+        ins = shapes([r.label for r in node.call.inputs]) or "()"
+        outs = shapes([r.label for r in node.outputs]) or "()"
         count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
         where = getattr(node.call, "source", None) if source else None
-        return text(node.label, f"{ins} -> {outs}", count, *([f"called at {where}"] if where else []))
+        attrs = attributes_text(attributes(node.call.module)) if node.call.module is not None else ""
+        return text(node.label, f"{ins} -> {outs}", count, *([attrs] if attrs else []),
+                    *([f"called at {where}"] if where else []))
     refs = [f"{r.ref}: {r.label} ({r.kind})" for r in node.outputs]
-    return text(*refs) if refs else text(node.label)
+    return text(*_capped(refs)) if refs else text(node.label)
+
+
+def _capped(lines: list[str], limit: int = 8) -> list[str]:
+    """At most ``limit`` lines of a label or tooltip, the rest counted: ``… +92``."""
+    return lines if len(lines) <= limit else [*lines[:limit], f"… +{len(lines) - limit}"]
 
 
 def _node_attrs(node: Node, source: bool) -> dict[str, object]:
@@ -146,7 +158,7 @@ def digraph(
         if edge.tensors:
             label = edge_label(edge)
             tips = [f"{t.ref}: {t.label}" for t in edge.tensors]
-            attrs["tooltip"] = text(*tips)
+            attrs["tooltip"] = text(*_capped(tips))
             if edge_labels:
                 attrs["xlabel" if fast else "label"] = text(label)
         dot.edge(edge.src.id, edge.dst.id, **attrs)  # type: ignore[arg-type]
@@ -171,8 +183,9 @@ def to_dot(
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
     ``depth``: ``"auto"`` (also ``None``, the default) picks the deepest call depth whose
-    diagram has at most ``max_nodes`` nodes; an int collapses every call at that depth (the
-    model's own call is 0); ``"ops"`` shows every op, inside a cluster per module call.
+    diagram has at most ``max_nodes`` nodes and at most ``AUTO_MAX_WIDTH`` side by side, or
+    every op for a model without submodules (``views.auto.auto_depth``); an int collapses
+    every call at that depth (the model's own call is 0); ``"ops"`` shows every op, inside a cluster per module call.
     ``fold`` shows runs of identical chained calls once with ``×N``; ``params`` shows
     parameters, buffers and constants; ``dead`` shows bookkeeping ops nothing reads;
     ``source`` adds each op's source line (``op.source``) to its tooltip; ``edge_labels``

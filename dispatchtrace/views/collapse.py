@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..graph import Call, Graph, Op
+from ..shorten import shapes
 from ..tensors import TensorRef
 from .fold import Folding, Run, range_label, runs
 from .fold import fold as fold_ops
@@ -55,7 +56,7 @@ class Edge:
     tensors: tuple[TensorRef, ...]
 
     def __repr__(self) -> str:
-        return f"<Edge {self.src.name} -> {self.dst.name} {', '.join(t.label for t in self.tensors)}>"
+        return f"<Edge {self.src.name} -> {self.dst.name} {shapes([t.label for t in self.tensors])}>"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -106,7 +107,7 @@ class CollapsedGraph:
     def __str__(self) -> str:
         lines = [f"{n.id} {n.kind} {n.label}" for n in self.nodes]
         for e in self.edges:
-            lines.append(f"{e.src.name} -> {e.dst.name}  {', '.join(t.label for t in e.tensors)}".rstrip())
+            lines.append(f"{e.src.name} -> {e.dst.name}  {shapes([t.label for t in e.tensors])}".rstrip())
         return "\n".join(lines)
 
 
@@ -156,18 +157,10 @@ def max_depth(graph: Graph) -> int:
 
 
 def auto_depth(graph: Graph, *, max_nodes: int = AUTO_MAX_NODES, **options: object) -> int | None:
-    """The deepest call depth whose collapsed graph has at most ``max_nodes`` nodes.
+    """The depth ``"auto"`` draws, within ``max_nodes`` nodes and a width budget: ``views.auto.auto_depth``."""
+    from .auto import auto_depth as pick
 
-    Falls back to depth 0 when every depth is larger, and to ``None`` (ops) when the
-    capture has no module call at all.
-    """
-    deepest = max_depth(graph)
-    if deepest < 0:
-        return None
-    for depth in range(deepest, 0, -1):
-        if len(collapse(graph, depth, **options)) <= max_nodes:  # type: ignore[arg-type]
-            return depth
-    return 0
+    return pick(graph, max_nodes=max_nodes, **options)
 
 
 def collapse(
@@ -184,7 +177,8 @@ def collapse(
     ``depth``: the model's call is 0, its children 1, ...; a leaf call (one that calls no
     other module) above that depth is one node too, as it has nothing but ops inside.
     ``None`` or ``"ops"`` keeps every op; ``"auto"`` picks the deepest depth with at most
-    ``AUTO_MAX_NODES`` nodes.
+    ``AUTO_MAX_NODES`` nodes and ``AUTO_MAX_WIDTH`` side by side (ops for a model without
+    submodules; the rule is ``views.auto.auto_depth``'s).
     ``predicate``: also collapse every call it accepts (the outermost collapsed call wins).
     ``fold``: show a run of identical, chained sibling calls once, with their count.
     ``params``: show parameters, buffers and constants as nodes. ``dead``: show the

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..graph import Call, Graph, Op
+from ..shorten import shapes
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
 from .flow import Flow, dataflow
@@ -108,7 +109,8 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     series-parallel (DenseNet's concatenations) stays in call order, each node saying what it
     reads (``<- input, denselayer1``; ops are then named, ``aten::cat %cat_6``). A call with
     only ops inside is shown open only with ``ops=True``, which also lists the ops of the calls
-    at ``depth``. ``noise="show"`` keeps the ``detach`` ops autograd adds that nothing reads.
+    at ``depth``; a capture whose module calls have no submodules (one attention block) lists its
+    ops at the default depth. ``noise="show"`` keeps the ``detach`` ops autograd adds that nothing reads.
     ``at`` (a call, a module called once, or a label: ``"layer1.0"``, ``"layer1.0.relu#2"`` or
     ``"layer1.0.relu #2"`` as the tree prints it; see ``query.resolve``) starts the tree there;
     ``depth`` then counts from it. ``statements=True`` groups consecutive items of one call (sub-calls,
@@ -148,11 +150,16 @@ def tree(graph: Graph, depth: int | None = None, *, ops: bool = False, noise: No
     else:
         root = resolve(graph, at)
         base = root.depth
-    builder = _Builder(None if depth is None else base + depth, ops, noise == "show", Statements() if statements else None)
+    leaf = at is None and depth is None and root.parent is not None and all(_leaf_call(c) for c in graph.calls)
+    builder = _Builder(None if depth is None else base + depth, ops or leaf, noise == "show", Statements() if statements else None)
     return Tree(builder.call(root))
 
 
 Child = Call | Op
+
+
+def _leaf_call(call: Call) -> bool:
+    return not any(isinstance(c, Call) for c in call.children)
 
 
 class _Builder:
@@ -328,4 +335,4 @@ def _ref_name(kid: Child, parent: Call) -> str:
 
 
 def _shapes(refs: tuple[TensorRef, ...]) -> str:
-    return ", ".join(r.label for r in refs)
+    return shapes([r.label for r in refs])

@@ -1,0 +1,66 @@
+"""``depth="auto"``: the deepest depth whose diagram stays within a node budget and a width budget.
+
+>>> import torch, dispatchtrace as dt
+>>> attention, q = torch.nn.MultiheadAttention(8, 2, batch_first=True), torch.ones(1, 3, 8)
+>>> with dt.capture(attention) as g:
+...     _ = attention(q, q, q)
+>>> auto_depth(g) is None  # one module with no submodules: its ops
+True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .layers import Layering, layering
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from .collapse import CollapsedGraph
+
+AUTO_MAX_WIDTH = 12
+"""``depth="auto"`` keeps at most this many nodes side by side on one rank (a longest-path layering)."""
+
+
+def shape(cg: CollapsedGraph) -> Layering:
+    """The layering of a collapsed graph: its ranks, widest rank and the edges' reach."""
+    return layering([n.id for n in cg.nodes], [(e.src.id, e.dst.id) for e in cg.edges])
+
+
+def fits(cg: CollapsedGraph, *, max_nodes: int, max_width: int = AUTO_MAX_WIDTH) -> bool:
+    """Whether ``cg`` has at most ``max_nodes`` nodes and at most ``max_width`` on its widest rank."""
+    return len(cg.nodes) <= max_nodes and shape(cg).width <= max_width
+
+
+def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_MAX_WIDTH,
+               **options: Any) -> int | None:
+    """The depth ``depth="auto"`` draws: ``None`` (every op) or a call depth.
+
+    The rule, in order:
+
+    1. A capture with no module call, or whose module calls have no submodules (a function,
+       one attention block, one ``nn.Linear``), shows its ops (``None``): a box per module
+       would say nothing.
+    2. Otherwise the deepest call depth ``d >= 1`` whose collapsed graph (with ``options``:
+       ``fold``, ``params``, ...) has at most ``max_nodes`` nodes (``AUTO_MAX_NODES``, 150)
+       and at most ``max_width`` nodes side by side (``AUTO_MAX_WIDTH``, 12): width is the
+       largest rank of a longest-path layering (``views.layers``), the rank ``dot`` puts a
+       node on, so a graph of 5,000 independent ops is refused however few ranks it has.
+    3. When no depth fits, depth 0: the model as one box (its inputs and outputs).
+    """
+    from .collapse import AUTO_MAX_NODES, collapse, max_depth
+
+    budget = AUTO_MAX_NODES if max_nodes is None else max_nodes
+    deepest = max_depth(graph)
+    if deepest < 0 or all(_leaf(c) for c in graph.calls):
+        return None
+    for depth in range(deepest, 0, -1):
+        if fits(collapse(graph, depth, **options), max_nodes=budget, max_width=max_width):
+            return depth
+    return 0
+
+
+def _leaf(call: Any) -> bool:
+    from ..graph import Call
+
+    return not any(isinstance(c, Call) for c in call.children)
