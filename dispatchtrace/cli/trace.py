@@ -86,9 +86,10 @@ def write(graph: Graph, path: str | Path, *, depth: int | None = None, ops: bool
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{tree_of(graph, depth, ops=ops, at=at, statements=statements)}\n", encoding="utf-8")
         return path
+    from ..render.estimate import DiagramTooLargeError
     from ..render.files import DotFailedError, DotNotFoundError
 
     try:
         return graph.render(path, depth if depth is not None else ("ops" if ops else None))
-    except (DotNotFoundError, DotFailedError) as e:  # their messages already say what to do
+    except (DotNotFoundError, DotFailedError, DiagramTooLargeError) as e:  # their messages already say what to do
         raise CliError(str(e)) from e

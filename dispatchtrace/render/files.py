@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import graphviz
 
+from .estimate import check_layout_cost
+
 if TYPE_CHECKING:
     from ..graph import Graph
 
@@ -31,8 +33,13 @@ class DotFailedError(RuntimeError):
     """``dot`` ran but could not lay out or write the diagram."""
 
 
-def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram") -> bytes:
-    """Lay out ``dot`` with graphviz's ``dot`` program and return the ``fmt`` bytes."""
+def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram", force: bool = False) -> bytes:
+    """Lay out ``dot`` with graphviz's ``dot`` program and return the ``fmt`` bytes.
+
+    A diagram ``dot`` would take more than ``estimate.MAX_LAYOUT_SECONDS`` to lay out is refused
+    first (``DiagramTooLargeError``, with the estimate and what to do) unless ``force``.
+    """
+    check_layout_cost(dot, force=force)
     try:
         return dot.pipe(format=fmt)
     except graphviz.ExecutableNotFound as exc:
@@ -42,7 +49,7 @@ def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram") -> by
         raise DotFailedError(f"`dot` failed to draw {what} as {fmt}: {stderr or exc}; write a .dot file to inspect the source") from exc
 
 
-def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **options: Any) -> Path:
+def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, *, force: bool = False, **options: Any) -> Path:
     """Write ``graph`` to ``path``, the format taken from the suffix; returns the path written.
 
     ``.svg`` ``.pdf`` ``.png``: a diagram drawn by ``dot`` (options as ``to_dot``: ``depth``
@@ -53,6 +60,8 @@ def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **opti
 
     Each format takes its own options and ignores the other's, so one set of options can write
     several formats; an option neither the tree nor the diagram knows is a ``TypeError``.
+    ``.svg`` ``.pdf`` ``.png`` that ``dot`` would take more than a minute to lay out raise
+    ``DiagramTooLargeError`` before ``dot`` starts, unless ``force=True``.
 
     >>> import tempfile, torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -87,7 +96,7 @@ def render(graph: Graph, path: str | os.PathLike[str], depth: Any = None, **opti
     if suffix in SOURCE_SUFFIXES:
         path.write_text(dot.source, encoding="utf-8")
         return path
-    path.write_bytes(run_dot(dot, suffix[1:], what=str(path)))
+    path.write_bytes(run_dot(dot, suffix[1:], what=str(path), force=force))
     return path
 
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .dot import to_dot
+from .estimate import DiagramTooLargeError
 from .files import DotFailedError, DotNotFoundError, run_dot
 
 if TYPE_CHECKING:
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
 def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None, **options: Any) -> dict[str, str]:
     """``{"image/svg+xml": ..., "text/plain": ...}`` for ``_repr_mimebundle_``.
 
-    The SVG is left out when ``dot`` is missing or fails, so notebooks fall back to text.
+    The SVG is left out when ``dot`` is missing or fails, or the diagram is too large to lay out
+    in reasonable time, so notebooks fall back to text.
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -30,6 +32,6 @@ def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iter
     if (wanted is None or "image/svg+xml" in wanted) and "image/svg+xml" not in unwanted:
         try:
             bundle["image/svg+xml"] = run_dot(to_dot(graph, **options), "svg").decode("utf-8")
-        except (DotNotFoundError, DotFailedError):
+        except (DotNotFoundError, DotFailedError, DiagramTooLargeError):
             pass
     return {k: v for k, v in bundle.items() if (wanted is None or k in wanted) and k not in unwanted}
