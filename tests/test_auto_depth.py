@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -73,3 +74,44 @@ def test_layering_ranks_a_weight_read_late_next_to_its_reader() -> None:
     # n0 -> n1 -> n2 -> n3, and n4 (a weight's transpose, no inputs) read by n3
     lay = layering(["n0", "n1", "n2", "n4", "n3"], [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n4", "n3")])
     assert (lay.ranks, lay.width, lay.span) == (4, 2, 4)
+
+
+class _PostProcessed(nn.Module):
+    """Two parts, then 400 ops in the model's own forward (as a detector's post-processing method)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backbone = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 400)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scores = self.head(self.backbone(x))
+        return torch.stack([s.sigmoid() for s in scores.unbind(1)])
+
+
+def test_loose_ops_are_bundled_so_the_parts_show() -> None:
+    model = _PostProcessed()
+    with dt.capture(model) as g:
+        model(torch.randn(1, 4))
+    assert len(g.collapse(1)) > 150 and shape(g.collapse(1)).width > AUTO_MAX_WIDTH  # no plain depth fits
+    assert auto_depth(g) == 1
+    cg = g.collapse("auto")
+    labels = [n.label for n in cg.nodes]
+    assert "backbone (Linear)" in labels and "head (Linear)" in labels
+    bundle = cg.node("_PostProcessed.ops#2")
+    assert bundle.label.startswith("402 ops: aten::sigmoid ×400") and len(cg) == 5
+    assert [n.name for n in cg.predecessors(bundle)] == ["head"] and [n.name for n in cg.successors(bundle)] == ["output"]
+    assert 'label="402 ops: aten::sigmoid ×400' in g.to_dot().source
+
+
+@pytest.mark.slow
+def test_mask_rcnn_shows_its_parts() -> None:
+    torch.manual_seed(0)
+    model = torchvision.models.detection.maskrcnn_resnet50_fpn(weights=None, weights_backbone=None).eval()
+    with torch.no_grad(), dt.capture(model) as g:
+        model([torch.rand(3, 128, 160)])
+    assert shape(g.collapse(1, fold=True)).width > 1000  # the 5,000 post-processing ops side by side
+    cg = g.collapse("auto", fold=True)
+    parts = {n.call.path.split(".")[0] for n in cg.nodes if n.call is not None}
+    assert {"transform", "backbone", "rpn", "roi_heads"} <= parts
+    assert len(cg) <= 150 and shape(cg).width <= AUTO_MAX_WIDTH

@@ -207,9 +207,10 @@ def to_dot(
     else:
         if depth is None:
             depth = "auto"
+        bundle = False
         if depth == "auto":
-            from ..views.collapse import auto_depth
+            from ..views.auto import choose
 
-            depth = auto_depth(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, dead=dead)
-        cg = collapse(graph, depth, predicate=predicate, fold=fold, params=params, dead=dead)
+            depth, bundle = choose(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, dead=dead)
+        cg = collapse(graph, depth, predicate=predicate, fold=fold, params=params, dead=dead, bundle=bundle)
     return digraph(cg, rankdir=rankdir, edge_labels=edge_labels, title=title, source=source, layout=layout)

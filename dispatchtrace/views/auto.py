@@ -34,7 +34,8 @@ def fits(cg: CollapsedGraph, *, max_nodes: int, max_width: int = AUTO_MAX_WIDTH)
 
 def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_MAX_WIDTH,
                **options: Any) -> int | None:
-    """The depth ``depth="auto"`` draws: ``None`` (every op) or a call depth.
+    """The depth ``depth="auto"`` draws: ``None`` (every op) or a call depth (``choose`` says
+    whether it bundles ops too).
 
     The rule, in order:
 
@@ -46,18 +47,28 @@ def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = A
        and at most ``max_width`` nodes side by side (``AUTO_MAX_WIDTH``, 12): width is the
        largest rank of a longest-path layering (``views.layers``), the rank ``dot`` puts a
        node on, so a graph of 5,000 independent ops is refused however few ranks it has.
-    3. When no depth fits, depth 0: the model as one box (its inputs and outputs).
+    3. Otherwise the same with bundles (``collapse(bundle=True)``, ``views.bundle``): the ops
+       an expanded call ran between two of its sub-calls as one node. Mask R-CNN's 5,000
+       post-processing ops in the model's own ``forward`` become one node and its parts show.
+    4. When no depth fits even so, depth 0: the model as one box (its inputs and outputs).
     """
+    return choose(graph, max_nodes=max_nodes, max_width=max_width, **options)[0]
+
+
+def choose(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_MAX_WIDTH,
+           **options: Any) -> tuple[int | None, bool]:
+    """``(depth, bundle)`` for ``depth="auto"``, by the rule of ``auto_depth``."""
     from .collapse import AUTO_MAX_NODES, collapse, max_depth
 
     budget = AUTO_MAX_NODES if max_nodes is None else max_nodes
     deepest = max_depth(graph)
     if deepest < 0 or all(_leaf(c) for c in graph.calls):
-        return None
-    for depth in range(deepest, 0, -1):
-        if fits(collapse(graph, depth, **options), max_nodes=budget, max_width=max_width):
-            return depth
-    return 0
+        return None, False
+    for bundle in (False, True):
+        for depth in range(deepest, 0, -1):
+            if fits(collapse(graph, depth, bundle=bundle, **options), max_nodes=budget, max_width=max_width):
+                return depth, bundle
+    return 0, False
 
 
 def _leaf(call: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import Literal
 from ..graph import Call, Graph, Op
 from ..shorten import shapes
 from ..tensors import TensorRef
+from .bundle import bundles
 from .fold import Folding, Run, range_label, runs
 from .fold import fold as fold_ops
 
@@ -171,6 +172,7 @@ def collapse(
     fold: bool = False,
     params: bool = False,
     dead: bool = False,
+    bundle: bool = False,
 ) -> CollapsedGraph:
     """Collapse ``graph`` so that every module call at ``depth`` is one node.
 
@@ -184,6 +186,9 @@ def collapse(
     ``params``: show parameters, buffers and constants as nodes. ``dead``: show the
     bookkeeping ops nothing reads (unused ``aten::detach``, and ops that touch no
     activation: scratch allocations, ``num_batches_tracked`` counters), hidden by default.
+    ``bundle``: draw the ops an expanded call issued between two of its sub-calls as one node
+    (``5028 ops: aten::select ×1512, …``; ``views.bundle``); ``"auto"`` does so when no depth
+    fits otherwise.
 
     >>> import torch, dispatchtrace as dt
     >>> net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.ones(1, 4)
@@ -200,10 +205,12 @@ def collapse(
     """
     _check_depth(depth)
     if depth == "auto":
-        depth = auto_depth(graph, predicate=predicate, fold=fold, params=params, dead=dead)
+        from .auto import choose
+
+        depth, bundle = choose(graph, predicate=predicate, fold=fold, params=params, dead=dead)
     elif depth == "ops":
         depth = None
-    return _Builder(graph, depth, predicate, fold, params, dead).build()  # type: ignore[arg-type]
+    return _Builder(graph, depth, predicate, fold, params, dead, bundle).build()  # type: ignore[arg-type]
 
 
 Origin = Op | Call | None  # where a tensor comes from: an op, an empty call passing it on, or outside
@@ -212,7 +219,8 @@ Origin = Op | Call | None  # where a tensor comes from: an op, an empty call pas
 class _Builder:
     """One collapse: decides each op's node, then maps op-level dependencies onto nodes."""
 
-    def __init__(self, graph: Graph, depth: int | None, predicate: Predicate | None, fold: bool, params: bool, dead: bool) -> None:
+    def __init__(self, graph: Graph, depth: int | None, predicate: Predicate | None, fold: bool, params: bool, dead: bool,
+                 bundle: bool = False) -> None:
         self.g = graph
         self.depth = depth
         self.params = params
@@ -226,6 +234,7 @@ class _Builder:
         self.folding: Folding = fold_ops(runs(graph, lambda c: self.owner.get(c) is None) if fold else [])
         out_keys = {(r.storage, r.version) for r in graph.outputs}
         self.hidden = set() if dead else {op for op in graph.ops if _is_dead(op, out_keys)}
+        self.bundles = bundles(graph, lambda c: self.owner.get(c) is None, self.hidden) if bundle else {}
         self.nodes: list[Node] = []
         self.by_key: dict[object, Node] = {}
         self.groups: dict[Call, Group] = {}
@@ -267,6 +276,10 @@ class _Builder:
         owner = self.owner.get(op.call)
         if owner is not None:
             return self._call_node(owner)
+        run = self.bundles.get(op)
+        if run is not None:
+            node = self.by_key.get(run)
+            return node or self._add(run, "op", run.name, run.label, group=self._group(op.call))
         node = self.by_key.get(op)
         if node is None:
             node = self._add(op, "op", op.name, op.short, op=op, group=self._group(op.call), outputs=op.outputs)
