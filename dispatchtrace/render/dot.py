@@ -184,7 +184,8 @@ def to_dot(
 
     ``depth``: ``"auto"`` (also ``None``, the default) picks the deepest call depth whose
     diagram has at most ``max_nodes`` nodes and at most ``AUTO_MAX_WIDTH`` side by side, or
-    every op for a model without submodules (``views.auto.auto_depth``); an int collapses
+    every op for a model without submodules, bundling a call's loose ops into one node when
+    nothing fits otherwise (``views.auto.auto_depth``); an int collapses
     every call at that depth (the model's own call is 0); ``"ops"`` shows every op, inside a cluster per module call.
     ``fold`` shows runs of identical chained calls once with ``×N``; ``params`` shows
     parameters, buffers and constants; ``dead`` shows bookkeeping ops nothing reads;
