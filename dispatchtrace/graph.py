@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from .depth import AUTO_BUDGET
+from .shorten import items, shapes
 from .source import Source
 from .tensors import TensorRef
 
@@ -58,7 +59,7 @@ class Op:
     def __str__(self) -> str:
         args = [_fmt(a) for a in self.args]
         args += [f"{k}={_fmt(v)}" for k, v in self.kwargs.items()]
-        outs = ", ".join(o.label for o in self.outputs) or "()"
+        outs = shapes([o.label for o in self.outputs]) or "()"
         if len(self.outputs) > 1:
             outs = f"({outs})"
         return f"%{self.name} = {self.target}({', '.join(args)}) -> {outs}  # {self.call.label}"
@@ -71,9 +72,9 @@ def _fmt(value: Any) -> str:
     if isinstance(value, TensorRef):
         return value.text
     if isinstance(value, list):
-        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+        return "[" + items([_fmt(v) for v in value], limit=8) + "]"
     if isinstance(value, tuple):
-        return "(" + ", ".join(_fmt(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+        return "(" + items([_fmt(v) for v in value], limit=8) + ("," if len(value) == 1 else "") + ")"
     return repr(value) if isinstance(value, str) else str(value)
 
 
@@ -241,14 +242,16 @@ class Graph:
         title: str | None = None,
         source: bool = True,
         layout: Layout = "auto",
+        force: bool = False,
     ) -> Path:
         """Write a diagram, the tree or the capture to ``path``, the format from its suffix or ``format=``;
-        returns the path written. See ``render.files.render`` for the formats and which options each takes."""
+        returns the path written. See ``render.files.render`` for the formats and which options each takes
+        (``force`` draws a diagram ``dot`` would take over a minute to lay out)."""
         from .render.files import render
 
         return render(self, path, format=format, depth=depth, ops=ops, noise=noise, at=at, statements=statements,
                       predicate=predicate, fold=fold, params=params, rankdir=rankdir, edge_labels=edge_labels,
-                      max_nodes=max_nodes, title=title, source=source, layout=layout)
+                      max_nodes=max_nodes, title=title, source=source, layout=layout, force=force)
 
     def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
         """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""

@@ -47,8 +47,9 @@ def test_resnet50_summary_depth_2() -> None:
     g = _resnet50()
     table = g.summary(depth=2)
     text = str(table).splitlines()
-    assert text[0].split() == ["Call", "Type", "Output", "Params", "FLOPs", "Out", "bytes", "Written"]
-    assert text[1].split()[:4] == ["ResNet", "ResNet", "f32[1,", "1000]"]
+    assert text[0].split() == ["Call", "Type", "Input", "Output", "Params", "Trainable", "Frozen", "FLOPs", "Out", "bytes",
+                               "Written", "Attributes"]
+    assert text[1].split()[:8] == ["ResNet", "ResNet", "f32[1,", "3,", "224,", "224]", "f32[1,", "1000]"]
     assert "25.6 M" in text[1] and "8.2 GFLOPs" in text[1]
     assert text[-1].startswith("Total") and "8.2 GFLOPs" in text[-1] and "25.6 M" in text[-1]
     # the model, its 10 children, 16 bottlenecks
@@ -65,7 +66,7 @@ def test_reused_relu_gets_one_row_per_call() -> None:
     g = _resnet50()
     rows = [r for r in g.summary().rows() if r["path"] == "layer1.0.relu"]
     assert [(r["label"], r["index"]) for r in rows] == [("layer1.0.relu#0", 0), ("layer1.0.relu#1", 1), ("layer1.0.relu#2", 2)]
-    assert "    relu#1  " in str(g.summary())
+    assert "    layer1.0.relu#1  " in str(g.summary())  # the full label, indented by depth
     relus = [r for r in g.summary().rows() if r["type"] == "ReLU"]
     assert len(relus) == 49
     assert all(r["flops"] is None and r["params"] == 0 for r in relus)
@@ -76,12 +77,14 @@ def test_markdown_and_pandas_shape() -> None:
     with dt.capture(model) as g:
         model(torch.ones(1, 4))
     md = g.summary().markdown().splitlines()
-    assert md[0] == "| Call | Type | Output | Params | FLOPs | Out bytes | Written |"
-    assert md[2].startswith("| Sequential | Sequential | f32[1, 4] | 20 | 32 FLOPs |")
+    assert md[0] == "| Call | Type | Input | Output | Params | Trainable | Frozen | FLOPs | Out bytes | Written | Attributes |"
+    assert md[2].startswith("| Sequential | Sequential | f32[1, 4] | f32[1, 4] | 20 | 20 | 0 | 32 FLOPs |")
     assert md[-1].startswith("| Total |")
     rows = g.summary().rows()
-    assert set(rows[0]) == {"label", "path", "index", "type", "depth", "output", "params", "flops", "output_bytes", "bytes"}
-    assert all(isinstance(v, (int, str, type(None))) for r in rows for v in r.values())
+    assert set(rows[0]) == {"label", "path", "index", "type", "depth", "output", "params", "flops", "output_bytes", "bytes",
+                            "input", "trainable", "frozen", "attrs"}
+    assert all(isinstance(v, (int, str, type(None))) for r in rows for k, v in r.items() if k != "attrs")
+    assert rows[1]["attrs"] == {"in_features": 4, "out_features": 4}
 
 
 def test_params_known_after_the_module_is_gone() -> None:

@@ -61,10 +61,11 @@ def write_output(graph: Graph, path: str | Path, *, depth: Depth = "auto", ops: 
     """``graph.render(path, ...)`` for ``-o``; an unknown ``at`` label or a ``dot`` failure is a ``CliError``
     (their messages already say what to do)."""
     from ..render.errors import DotFailedError, DotNotFoundError
+    from ..render.estimate import DiagramTooLargeError
 
     try:
         return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements)
-    except (DotNotFoundError, DotFailedError) as e:
+    except (DotNotFoundError, DotFailedError, DiagramTooLargeError) as e:
         raise CliError(str(e)) from e
     except (ValueError, KeyError) as e:
         raise CliError(str(e.args[0]) if e.args else str(e)) from e

@@ -12,6 +12,7 @@ from ..depth import AUTO_BUDGET
 from ..views.collapse import Predicate
 from .dot import Layout, Rankdir, to_dot
 from .errors import DotFailedError, DotNotFoundError
+from .estimate import check_layout_cost
 
 if TYPE_CHECKING:
     from ..depth import Depth
@@ -38,6 +39,7 @@ class DiagramOptions:
     title: str | None = None
     source: bool = True
     layout: Layout = "auto"
+    force: bool = False  # draw even when dot would take over a minute (``render.estimate``)
 
 
 def digraph(graph: Graph, o: DiagramOptions) -> graphviz.Digraph:
@@ -56,14 +58,19 @@ def image(fmt: str) -> Callable[[Graph, DiagramOptions], bytes]:
     """The writer of the diagram drawn by ``dot`` as ``fmt`` (``"svg"``, ``"pdf"``, ``"png"``)."""
 
     def draw(graph: Graph, o: DiagramOptions) -> bytes:
-        return run_dot(digraph(graph, o), fmt, what=f"the {fmt} diagram")
+        return run_dot(digraph(graph, o), fmt, what=f"the {fmt} diagram", force=o.force)
 
     draw.__name__ = draw.__qualname__ = f"draw_{fmt}"
     return draw
 
 
-def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram") -> bytes:
-    """Lay out ``dot`` with graphviz's ``dot`` program and return the ``fmt`` bytes."""
+def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram", force: bool = False) -> bytes:
+    """Lay out ``dot`` with graphviz's ``dot`` program and return the ``fmt`` bytes.
+
+    A diagram ``dot`` would take more than ``estimate.MAX_LAYOUT_SECONDS`` to lay out is refused
+    first (``DiagramTooLargeError``, with the estimate and what to do) unless ``force``.
+    """
+    check_layout_cost(dot, force=force)
     try:
         return dot.pipe(format=fmt)
     except graphviz.ExecutableNotFound as exc:

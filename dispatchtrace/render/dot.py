@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Literal
 import graphviz
 
 from ..depth import AUTO_BUDGET, Depth
+from ..shorten import shapes
+from ..views.attrs import attributes, attributes_text
 from ..views.collapse import CollapsedGraph, Edge, Group, Node, Predicate, collapse, resolve_depth
 
 if TYPE_CHECKING:
@@ -52,8 +54,11 @@ def text(*lines: str) -> graphviz.quoting.NoHtml:
 
 
 def edge_label(edge: Edge, *, limit: int = 2) -> str:
-    """``f32[1, 64, 56, 56]``; several different tensors: the first ``limit`` and a count."""
+    """``f32[1, 64, 56, 56]``; several different tensors: the first ``limit`` and a count; more than
+    ``limit`` tensors of one shape: ``100 × f32[3]``."""
     labels = list(dict.fromkeys(t.label for t in edge.tensors))
+    if len(labels) == 1 and len(edge.tensors) > limit:
+        return f"{len(edge.tensors)} × {labels[0]}"
     if len(labels) > limit:
         return ", ".join(labels[:limit]) + f" +{len(labels) - limit}"
     return ", ".join(labels)
@@ -63,7 +68,7 @@ def _node_label(node: Node) -> graphviz.quoting.NoHtml:
     if node.kind in ("input", "tensor") and node.ref is not None:
         return text(node.label, node.ref.label)
     if node.kind == "output":
-        return text("output", *dict.fromkeys(r.label for r in node.outputs))
+        return text("output", *_capped(list(dict.fromkeys(r.label for r in node.outputs))))
     return text(node.label)
 
 
@@ -75,13 +80,20 @@ def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
         return text(*lines)
     if node.call is not None:
         n_ops = sum(1 for _ in node.call.all_ops())
-        ins = ", ".join(r.label for r in node.call.inputs) or "()"
-        outs = ", ".join(r.label for r in node.outputs) or "()"
+        ins = shapes([r.label for r in node.call.inputs]) or "()"
+        outs = shapes([r.label for r in node.outputs]) or "()"
         count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
         where = node.call.source if source else None
-        return text(node.label, f"{ins} -> {outs}", count, *([f"called at {where}"] if where is not None else []))
+        attrs = attributes_text(attributes(node.call.module)) if node.call.module is not None else ""
+        return text(node.label, f"{ins} -> {outs}", count, *([attrs] if attrs else []),
+                    *([f"called at {where}"] if where is not None else []))
     refs = [f"{r.text}: {r.label} ({r.kind})" for r in node.outputs]
-    return text(*refs) if refs else text(node.label)
+    return text(*_capped(refs)) if refs else text(node.label)
+
+
+def _capped(lines: list[str], limit: int = 8) -> list[str]:
+    """At most ``limit`` lines of a label or tooltip, the rest counted: ``… +92``."""
+    return lines if len(lines) <= limit else [*lines[:limit], f"… +{len(lines) - limit}"]
 
 
 def _node_attrs(node: Node, source: bool) -> dict[str, object]:
@@ -145,7 +157,7 @@ def digraph(
         if edge.tensors:
             label = edge_label(edge)
             tips = [f"{t.text}: {t.label}" for t in edge.tensors]
-            attrs["tooltip"] = text(*tips)
+            attrs["tooltip"] = text(*_capped(tips))
             if edge_labels:
                 attrs["xlabel" if fast else "label"] = text(label)
         dot.edge(edge.src.id, edge.dst.id, **attrs)  # type: ignore[arg-type]
@@ -170,7 +182,9 @@ def to_dot(
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
     ``depth`` as in ``dispatchtrace.depth`` (``"auto"``, the default: the deepest call depth whose
-    diagram has at most ``max_nodes`` nodes; ``"ops"``: every op, inside a cluster per module call).
+    diagram has at most ``max_nodes`` nodes and at most ``AUTO_MAX_WIDTH`` side by side, or every op
+    for a model without submodules, bundling a call's loose ops into one node when nothing fits
+    otherwise: ``views.auto.auto_depth``; ``"ops"``: every op, inside a cluster per module call).
     A ``CollapsedGraph`` is drawn as it is, ``depth`` and the collapse options unused.
     ``fold`` shows runs of identical chained calls once with ``×N``; ``params`` shows
     parameters, buffers and constants; ``noise`` shows bookkeeping ops nothing reads (``views.noise``);
@@ -191,6 +205,7 @@ def to_dot(
     if isinstance(graph, CollapsedGraph):
         cg = graph
     else:
-        used = resolve_depth(graph, depth, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
-        cg = collapse(graph, used, predicate=predicate, fold=fold, params=params, noise=noise)
+        used, bundle = resolve_depth(graph, depth, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params,
+                                     noise=noise)
+        cg = collapse(graph, used, predicate=predicate, fold=fold, params=params, noise=noise, bundle=bundle)
     return digraph(cg, rankdir=rankdir, edge_labels=edge_labels, title=title, source=source, layout=layout)

@@ -35,6 +35,7 @@ def render(
     title: str | None = None,
     source: bool = True,
     layout: Layout = "auto",
+    force: bool = False,
 ) -> Path:
     """Write ``graph`` to ``path`` in the format of its suffix (or the one named by ``format``); returns the path.
 
@@ -46,7 +47,8 @@ def render(
     defaults to ``"auto"`` for every format. Each format takes its own options and ignores the
     others', so one set of options writes several formats. The registry (``render.formats``)
     lists every format; ``format="svg"`` writes a path without (or with another) suffix. Nothing
-    is written when drawing fails.
+    is written when drawing fails. A ``.svg`` ``.pdf`` ``.png`` that ``dot`` would take more than a
+    minute to lay out raises ``DiagramTooLargeError`` before ``dot`` starts, unless ``force=True``.
 
     >>> import tempfile, torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -60,7 +62,7 @@ def render(
     fmt = choose(path, format)
     values = dict(depth=depth, ops=ops, noise=noise, at=at, statements=statements, predicate=predicate, fold=fold,
                   params=params, rankdir=rankdir, edge_labels=edge_labels, max_nodes=max_nodes, title=title,
-                  source=source, layout=layout)
+                  source=source, layout=layout, force=force)
     data = fmt.write(graph, fmt.options_from(values))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

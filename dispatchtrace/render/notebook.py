@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import DotFailedError, DotNotFoundError
+from .estimate import DiagramTooLargeError
 from .formats import get
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iter
     """``{"image/svg+xml": ..., "text/plain": ...}`` for ``_repr_mimebundle_``.
 
     Each format in ``SHOWN`` is written with its default options; one that cannot be drawn
-    (``dot`` missing or failing) is left out, so notebooks fall back to text.
+    (``dot`` missing or failing, or a diagram too large to lay out in reasonable time) is left out, so notebooks fall back to text.
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -40,7 +41,7 @@ def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iter
         if shown(fmt.mime):
             try:
                 bundle[fmt.mime] = fmt.write(graph, fmt.options()).decode("utf-8")
-            except (DotNotFoundError, DotFailedError):
+            except (DotNotFoundError, DotFailedError, DiagramTooLargeError):
                 pass
     if shown("text/plain"):
         bundle["text/plain"] = repr(graph)

@@ -9,7 +9,9 @@ from typing import Literal
 
 from ..depth import AUTO_BUDGET, Depth, check_depth
 from ..graph import Call, Graph, Op
+from ..shorten import shapes
 from ..tensors import TensorRef
+from .bundle import bundles
 from .fold import Folding, Run, foldable_runs
 from .fold import fold as fold_ops
 from .labels import fold_label
@@ -55,7 +57,7 @@ class Edge:
     tensors: tuple[TensorRef, ...]
 
     def __repr__(self) -> str:
-        return f"<Edge {self.src.name} -> {self.dst.name} {', '.join(t.label for t in self.tensors)}>"
+        return f"<Edge {self.src.name} -> {self.dst.name} {shapes([t.label for t in self.tensors])}>"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -105,7 +107,7 @@ class CollapsedGraph:
     def __str__(self) -> str:
         lines = [f"{n.id} {n.kind} {n.label}" for n in self.nodes]
         for e in self.edges:
-            lines.append(f"{e.src.name} -> {e.dst.name}  {', '.join(t.label for t in e.tensors)}".rstrip())
+            lines.append(f"{e.src.name} -> {e.dst.name}  {shapes([t.label for t in e.tensors])}".rstrip())
         return "\n".join(lines)
 
 
@@ -120,30 +122,26 @@ def max_depth(graph: Graph) -> int:
 
 def auto_depth(graph: Graph, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None, fold: bool = False,
                params: bool = False, noise: bool = False) -> OpDepth:
-    """``depth="auto"``: the deepest call depth whose collapsed graph has at most ``max_nodes`` nodes.
+    """The depth ``"auto"`` draws, within ``max_nodes`` nodes and a width budget (``"ops"`` for a
+    model without submodules); the rule is ``views.auto.auto_depth``'s."""
+    from .auto import auto_depth as pick
 
-    Falls back to depth 0 when every depth is larger, and to ``"ops"`` when the capture has no
-    module call at all.
-    """
-    deepest = max_depth(graph)
-    if deepest < 0:
-        return "ops"
-    for depth in range(deepest, 0, -1):
-        if len(collapse(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)) <= max_nodes:
-            return depth
-    return 0
+    return pick(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
 
 
 def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None,
-                  fold: bool = False, params: bool = False, noise: bool = False) -> OpDepth:
-    """The call depth (or ``"ops"``) that ``depth`` means for ``graph``; see ``dispatchtrace.depth``."""
+                  fold: bool = False, params: bool = False, noise: bool = False) -> tuple[OpDepth, bool]:
+    """``(call depth or "ops", bundle)``: what ``depth`` means for ``graph`` (see ``dispatchtrace.depth``);
+    ``bundle`` says whether ``"auto"`` needed bundled ops to fit (``views.auto.choose``)."""
     check_depth(depth)
     if depth == "auto":
-        return auto_depth(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
+        from .auto import choose
+
+        return choose(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
     if depth == "all":  # every call at the deepest depth and every leaf call above it is one node
         deepest = max_depth(graph)
-        return deepest if deepest >= 0 else "ops"
-    return depth  # type: ignore[return-value]
+        return (deepest if deepest >= 0 else "ops"), False
+    return depth, False  # type: ignore[return-value]
 
 
 def collapse(
@@ -154,6 +152,7 @@ def collapse(
     fold: bool = False,
     params: bool = False,
     noise: bool = False,
+    bundle: bool = False,
 ) -> CollapsedGraph:
     """Collapse ``graph`` so that every module call at ``depth`` is one node (see ``dispatchtrace.depth``).
 
@@ -163,6 +162,9 @@ def collapse(
     ``fold``: show a run of identical, chained sibling calls once, with their count.
     ``params``: show parameters, buffers and constants as nodes. ``noise``: show the
     bookkeeping ops nothing reads (see ``views.noise``), hidden by default.
+    ``bundle``: draw the ops an expanded call issued between two of its sub-calls as one node
+    (``5028 ops: aten::select ×1512, …``; ``views.bundle``); ``"auto"`` does so when no depth
+    fits otherwise (``views.auto.auto_depth``: a node budget and a width budget).
 
     >>> import torch, dispatchtrace as dt
     >>> net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.ones(1, 4)
@@ -179,8 +181,8 @@ def collapse(
     """
     if not isinstance(noise, bool):
         raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
-    used = resolve_depth(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)
-    return _Collapser(graph, used, predicate, fold, params, noise).build()
+    used, needs_bundle = resolve_depth(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)
+    return _Collapser(graph, used, predicate, fold, params, noise, bundle or needs_bundle).build()
 
 
 Origin = Op | Call | None  # where a tensor comes from: an op, an empty call passing it on, or outside
@@ -195,7 +197,8 @@ class _Collapser:
     whoever reads them at a later tick reads them from it.
     """
 
-    def __init__(self, graph: Graph, depth: OpDepth, predicate: Predicate | None, fold: bool, params: bool, noise: bool) -> None:
+    def __init__(self, graph: Graph, depth: OpDepth, predicate: Predicate | None, fold: bool, params: bool, noise: bool,
+                 bundle: bool = False) -> None:
         self.g = graph
         self.depth = depth
         self.params = params
@@ -209,6 +212,7 @@ class _Collapser:
             self.owner[call] = up if up is not None else (call if hit else None)
         self.folding: Folding = fold_ops(foldable_runs(graph, lambda c: self.owner.get(c) is None) if fold else [])
         self.hidden = frozenset() if noise else noise_ops(graph)
+        self.bundles = bundles(graph, lambda c: self.owner.get(c) is None, self.hidden) if bundle else {}
         self.nodes: list[Node] = []
         self.by_key: dict[object, Node] = {}
         self.groups: dict[Call, Group] = {}
@@ -254,6 +258,10 @@ class _Collapser:
         owner = self.owner.get(op.call)
         if owner is not None:
             return self._call_node(owner)
+        run = self.bundles.get(op)
+        if run is not None:
+            node = self.by_key.get(run)
+            return node or self._add(run, "op", run.name, run.label, group=self._group(op.call))
         node = self.by_key.get(op)
         if node is None:
             node = self._add(op, "op", op.name, op.short, op=op, group=self._group(op.call), outputs=op.outputs)

@@ -1,15 +1,15 @@
-"""Summary table: one row per module call, in order, with output shape, parameters, FLOPs and bytes.
+"""Summary table: one row per module call, in order, with shapes, parameters, FLOPs, bytes and attributes.
 
 >>> import torch, dispatchtrace as dt
 >>> model, x = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU()), torch.ones(8, 64)
 >>> with dt.capture(model) as g:
 ...     y = model(x)
 >>> print(summary(g))
-Call        Type        Output      Params      FLOPs  Out bytes  Written
-Sequential  Sequential  f32[8, 32]   2.1 k  33 kFLOPs     1.0 kB   2.0 kB
-  0         Linear      f32[8, 32]   2.1 k  33 kFLOPs     1.0 kB   1.0 kB
-  1         ReLU        f32[8, 32]       0          -     1.0 kB   1.0 kB
-Total                                2.1 k  33 kFLOPs     1.0 kB   2.0 kB
+Call        Type        Input       Output      Params  Trainable  Frozen      FLOPs  Out bytes  Written  Attributes
+Sequential  Sequential  f32[8, 64]  f32[8, 32]   2.1 k      2.1 k       0  33 kFLOPs     1.0 kB   2.0 kB
+  0         Linear      f32[8, 64]  f32[8, 32]   2.1 k      2.1 k       0  33 kFLOPs     1.0 kB   1.0 kB
+  1         ReLU        f32[8, 32]  f32[8, 32]       0          0       0          -     1.0 kB   1.0 kB
+Total                   f32[8, 64]               2.1 k      2.1 k       0  33 kFLOPs     1.0 kB   2.0 kB
 >>> summary(g).rows()[1]["flops"]
 32768
 """
@@ -21,12 +21,17 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..depth import Depth, check_depth
+from ..shorten import shapes
+from .attrs import attributes, attributes_text, trainable_frozen
 from .costs import costs
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph
 
 _PREFIXES = ("", "k", "M", "G", "T", "P", "E")
+
+LIVE_FIELDS = ("trainable", "frozen", "attrs")
+"""``Row`` fields read from the live modules when the summary is made: ``None`` on a loaded capture."""
 
 
 def human(n: int | None, unit: str = "") -> str:
@@ -54,7 +59,15 @@ def human(n: int | None, unit: str = "") -> str:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One module call in the summary; plain values (``None`` where unknown)."""
+    """One module call in the summary; plain values (``None`` where unknown).
+
+    ``label`` names the call fully (``transformer.h.3.ln_1``, ``layer1.0.relu#2`` when the module
+    ran more than once). ``input``: the shapes the call was given. ``trainable`` / ``frozen``:
+    parameter elements that require grad and that do not, and ``attrs`` the module attributes of
+    ``views.attrs.ATTRIBUTES`` it has (``{"kernel_size": (3, 3), "stride": (2, 2), ...}``); these
+    three are read from the live module when the summary is made, ``None`` once it is gone (a
+    loaded capture). ``bytes`` is ``None`` when an op inside has a shape that cannot be sized.
+    """
 
     label: str
     path: str
@@ -65,7 +78,11 @@ class Row:
     params: int | None
     flops: int | None
     output_bytes: int | None
-    bytes: int
+    bytes: int | None
+    input: str = ""
+    trainable: int | None = None
+    frozen: int | None = None
+    attrs: dict[str, Any] | None = None
 
 
 def _shape(call: Call) -> str:
@@ -73,6 +90,15 @@ def _shape(call: Call) -> str:
     if len(outs) > 2:
         return f"{outs[0]} (+{len(outs) - 1})"
     return ", ".join(outs)
+
+
+def _inputs(refs: Any) -> str:
+    return shapes([r.label for r in refs], limit=2)
+
+
+def _known(n: int | None, unit: str = "") -> str:
+    """``human(n)``, with ``?`` for an unknown count (``-`` stays for FLOPs: no formula)."""
+    return "?" if n is None else human(n, unit)
 
 
 class Summary:
@@ -93,17 +119,19 @@ class Summary:
         return [asdict(r) for r in self._rows]
 
     def _cells(self, *, indent: bool = True) -> list[list[str]]:
-        out = [["Call", "Type", "Output", "Params", "FLOPs", "Out bytes", "Written"]]
+        out = [["Call", "Type", "Input", "Output", "Params", "Trainable", "Frozen", "FLOPs", "Out bytes", "Written",
+                "Attributes"]]
         for r in [*self._rows, self.total]:
-            name = "  " * r.depth + _tail(r) if indent and r is not self.total else r.label
-            out.append([name, r.type, r.output, human(r.params), human(r.flops, "FLOPs"),
-                        human(r.output_bytes, "B"), human(r.bytes, "B")])
+            name = "  " * r.depth + r.label if indent and r is not self.total else r.label
+            attrs = "" if r is self.total else attributes_text(r.attrs)
+            out.append([name, r.type, r.input, r.output, _known(r.params), _known(r.trainable), _known(r.frozen),
+                        human(r.flops, "FLOPs"), _known(r.output_bytes, "B"), _known(r.bytes, "B"), attrs])
         return out
 
     def __str__(self) -> str:
         cells = self._cells()
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        right = {3, 4, 5, 6}
+        right = {4, 5, 6, 7, 8, 9}
         lines = []
         for row in cells:
             parts = [c.rjust(w) if i in right else c.ljust(w)
@@ -117,15 +145,9 @@ class Summary:
     def markdown(self) -> str:
         """The same table as GitHub markdown."""
         cells = self._cells(indent=False)
-        lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * 3 + "---:|" * 4]
+        lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * 4 + "---:|" * 6 + "---|"]
         lines += ["| " + " | ".join(c.strip().replace("|", "\\|") or " " for c in row) + " |" for row in cells[1:]]
         return "\n".join(lines)
-
-
-def _tail(row: Row) -> str:
-    """The last path component (the table indents by depth), with the call index when repeated."""
-    base = row.path or row.type
-    return base.rpartition(".")[2] + row.label[len(base):]
 
 
 def summary(graph: Graph, depth: Depth = "all") -> Summary:
@@ -141,8 +163,34 @@ def summary(graph: Graph, depth: Depth = "all") -> Summary:
         if isinstance(depth, int) and call.depth > depth:
             continue
         cost = c.call(call)
+        module = call.module
+        trainable, frozen = trainable_frozen(module)
         rows.append(Row(call.label, call.path, call.index, call.type, call.depth, _shape(call),
-                        cost.params, cost.flops, cost.output_bytes, cost.bytes))
+                        cost.params, cost.flops, cost.output_bytes, _written(c, call, cost.bytes),
+                        _inputs(call.inputs), trainable, frozen, attributes(module)))
     t = c.total
-    total = Row("Total", "", 0, "", -1, "", t.params, t.flops, t.output_bytes, t.bytes)
+    trainable, frozen = _total_trainable(graph)
+    total = Row("Total", "", 0, "", -1, "", t.params, t.flops, t.output_bytes, _written(c, graph.root, t.bytes),
+                _inputs(graph.inputs), trainable, frozen)
     return Summary(rows, total)
+
+
+def _written(c: Any, call: Call, nbytes: int) -> int | None:
+    """``nbytes``, or ``None`` when an op inside wrote a tensor whose size is unknown (a symbolic shape)."""
+    for op in call.all_ops():
+        if not op.is_view and None in c.op(op).output_bytes:
+            return None
+    return nbytes
+
+
+def _total_trainable(graph: Graph) -> tuple[int | None, int | None]:
+    """Trainable and frozen elements of every called module's parameters, each tensor once."""
+    seen: dict[int, Any] = {}
+    for call in graph.calls:
+        module = call.module
+        if module is None:
+            return None, None
+        for p in module.parameters():
+            seen[id(p)] = p
+    trainable = sum(p.numel() for p in seen.values() if p.requires_grad)
+    return trainable, sum(p.numel() for p in seen.values()) - trainable

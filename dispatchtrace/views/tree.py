@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ..depth import AUTO_BUDGET, Depth, check_depth
 from ..graph import Call, Child, Graph, Op
+from ..shorten import shapes
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
 from .flow import Flow, dataflow
@@ -109,7 +110,8 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     stretch where the flow is not series-parallel (DenseNet's concatenations) stays in call order,
     each node saying what it reads (``<- input, denselayer1``; ops are then named,
     ``aten::cat %cat_6``). A call with only ops inside is shown open only with ``ops=True`` (or
-    ``depth="ops"``), which also lists the ops of the calls shown closed. ``noise=True`` keeps the
+    ``depth="ops"``), which also lists the ops of the calls shown closed; a capture whose module
+    calls have no submodules (one attention block) lists its ops at ``"all"`` and ``"auto"``. ``noise=True`` keeps the
     bookkeeping ops nothing reads (see ``views.noise``). ``at`` (a call, or a label as
     ``Call.label`` spells it: ``"layer1.0"``, ``"layer1.0.relu#2"``; see ``query.resolve``) starts
     the tree there. ``statements=True`` groups consecutive items of one call (sub-calls, ops,
@@ -143,9 +145,11 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     stmts = Statements() if statements else None
     outputs = output_keys(graph)
 
+    leaf = at is None and depth in ("all", "auto") and root.parent is not None and all(_leaf_call(c) for c in graph.calls)
+
     def build(levels: int | None) -> Tree:
         limit = None if levels is None else max(root.depth, 0) + levels
-        return Tree(_TreeBuilder(limit, ops or depth == "ops", noise, outputs, stmts).call(root))
+        return Tree(_TreeBuilder(limit, ops or depth == "ops" or leaf, noise, outputs, stmts).call(root))
 
     if depth == "auto":
         deepest = max((c.depth for c in root.walk() if isinstance(c, Call)), default=max(root.depth, 0))
@@ -161,6 +165,10 @@ def _root(graph: Graph) -> Call:
     """The model's call when the block made just that one call, else the capture's own root."""
     calls = [c for c in graph.root.children if isinstance(c, Call)]
     return calls[0] if len(calls) == 1 and len(graph.root.children) == 1 else graph.root
+
+
+def _leaf_call(call: Call) -> bool:
+    return not any(isinstance(c, Call) for c in call.children)
 
 
 class _TreeBuilder:
@@ -346,4 +354,4 @@ def _ref_name(kid: Child, parent: Call) -> str:
 
 
 def _shapes(refs: tuple[TensorRef, ...]) -> str:
-    return ", ".join(r.label for r in refs)
+    return shapes([r.label for r in refs])
