@@ -1,7 +1,7 @@
 """Seed question 2: every layer call of ResNet-50 in the order it ran, reused modules included.
 
 Each Bottleneck owns one ``self.relu`` and calls it three times; ``named_modules()`` lists it
-once, a capture lists each call: ``layer1.0.relu #0``, ``#1``, ``#2``.
+once, a capture lists each call: ``layer1.0.relu#0``, ``#1``, ``#2``.
 
 Run: python examples/resnet_calls.py
 """

@@ -16,7 +16,7 @@ from .layers import Layering, layering
 
 if TYPE_CHECKING:
     from ..graph import Graph
-    from .collapse import CollapsedGraph, OpDepth
+    from .collapse import CollapsedGraph, OpDepth, Predicate
 
 AUTO_MAX_WIDTH = 12
 """``depth="auto"`` keeps at most this many nodes side by side on one rank (a longest-path layering)."""
@@ -33,7 +33,8 @@ def fits(cg: CollapsedGraph, *, max_nodes: int, max_width: int = AUTO_MAX_WIDTH)
 
 
 def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_MAX_WIDTH,
-               **options: Any) -> OpDepth:
+               predicate: Predicate | None = None, fold: bool = False, params: bool = False,
+               noise: bool = False) -> OpDepth:
     """The depth ``depth="auto"`` draws: ``"ops"`` (every op) or a call depth (``choose`` says
     whether it bundles ops too).
 
@@ -52,11 +53,13 @@ def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = A
        post-processing ops in the model's own ``forward`` become one node and its parts show.
     4. When no depth fits even so, depth 0: the model as one box (its inputs and outputs).
     """
-    return choose(graph, max_nodes=max_nodes, max_width=max_width, **options)[0]
+    return choose(graph, max_nodes=max_nodes, max_width=max_width, predicate=predicate, fold=fold, params=params,
+                  noise=noise)[0]
 
 
 def choose(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_MAX_WIDTH,
-           **options: Any) -> tuple[OpDepth, bool]:
+           predicate: Predicate | None = None, fold: bool = False, params: bool = False,
+           noise: bool = False) -> tuple[OpDepth, bool]:
     """``(depth, bundle)`` for ``depth="auto"``, by the rule of ``auto_depth``."""
     from ..depth import AUTO_BUDGET
     from .collapse import collapse, max_depth
@@ -67,7 +70,8 @@ def choose(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_
         return "ops", False
     for bundle in (False, True):
         for depth in range(deepest, 0, -1):
-            if fits(collapse(graph, depth, bundle=bundle, **options), max_nodes=budget, max_width=max_width):
+            cg = collapse(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise, bundle=bundle)
+            if fits(cg, max_nodes=budget, max_width=max_width):
                 return depth, bundle
     return 0, False
 
