@@ -51,6 +51,18 @@ BROKEN = textwrap.dedent(
         def forward(self, x):
             return self.fc(x)
 
+    class TokenNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+
+        def forward(self, ids):
+            return self.emb(ids)
+
+    class Coin(nn.Module):
+        def forward(self, x):
+            return x.relu() if x.sum() > 0 else x.sigmoid()  # the ops depend on the random input
+
     NOT_A_MODEL = 3
     """
 )
@@ -183,6 +195,41 @@ def test_tree_at_a_call(capsys):
     ]
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_float_dtype_casts_the_model_too(device, capsys):
+    assert cli.main(["resnet18", "--dtype", "bfloat16", "--device", device, "--input", "1x3x64x64", "--depth", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ResNet  bf16[1, 1000]" and "├── layer1 (Sequential)  bf16[1, 64, 16, 16]" in out
+    assert cli.main(["verify", "resnet18", "--dtype", "bfloat16", "--device", device, "--input", "1x3x64x64"]) == 0
+    assert "replay ok" in capsys.readouterr().out
+
+
+def test_an_integer_dtype_is_for_the_inputs_only(netfile, capsys):
+    m = load_model("coolcnn", dtype=torch.int64)
+    assert {p.dtype for p in m.parameters()} == {torch.float32}
+    # floating-point buffers are cast, batch-norm's integer counter is not
+    assert {t.dtype for t in load_model("resnet18", dtype=torch.float16).state_dict().values()} == {torch.float16, torch.int64}
+    assert cli.main([f"{netfile}:TokenNet", "--input", "2x5", "--dtype", "int64"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.splitlines() == ["TokenNet  f32[2, 5, 4]", "└── emb (Embedding)  f32[2, 5, 4]"]
+
+
+def test_the_seed_makes_a_run_repeatable(netfile, capsys):
+    def tree(seed: int) -> str:
+        assert cli.main([f"{netfile}:Coin", "--input", "1", "--ops", "--seed", str(seed)]) == 0
+        return capsys.readouterr().out
+
+    seen = {tree(s) for s in range(8) if tree(s) == tree(s)}  # each seed twice: the same run
+    assert len(seen) == 2  # and the seed is what picks the input
+
+
+def test_an_option_a_format_does_not_use_gets_a_note(tmp_path, capsys):
+    assert cli.main(["coolcnn", "--at", "max_pool#1", "-o", str(tmp_path / "a.dot"), "-o", str(tmp_path / "a.txt")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"wrote {tmp_path / 'a.dot'}", f"wrote {tmp_path / 'a.txt'}"]
+    assert captured.err == f"note: --at shapes the tree only; {tmp_path / 'a.dot'} does not use it\n"
+    assert (tmp_path / "a.txt").read_text().startswith("max_pool#1 (MaxPool2d)")
+
+
 def test_meta_device_runs_without_data(capsys):
     assert cli.main(["resnet18", "--device", "meta", "--depth", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -240,9 +287,13 @@ def test_meta_build_falls_back_to_cpu_then_moves(netfile):
 
 def test_parse_helpers():
     assert parse_shape(" 1X3x4 ") == (1, 3, 4)
-    for bad in ("", "x", "1x-2", "1.5x2"):
-        with pytest.raises(CliError, match="malformed input shape"):
+    for bad in ("", "x", "1.5x2", "1x3xfoo"):
+        with pytest.raises(CliError, match="malformed input shape .*: a shape is sizes >= 1 joined by 'x', e.g. 1x3x224x224"):
             parse_shape(bad)
+    with pytest.raises(CliError, match=r"input shape '1x-2' has a negative size \(-2\): a shape is sizes >= 1"):
+        parse_shape("1x-2")
+    with pytest.raises(CliError, match=r"input shape '2x0x3' has a size of 0 \(an empty tensor\): a shape is"):
+        parse_shape("2x0x3")
     assert parse_dtype("bf16") is torch.bfloat16
     ints = parse_inputs(["3x5"], dtype="int64")[0]
     assert ints.dtype == torch.int64 and ints.min() >= 0 and ints.max() <= 1

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..graph import Graph
 from ..serialize import FormatError, load
 from .errors import ArgumentParser, CliError
-from .options import add_output_arguments, check_outputs, parse_depth
+from .options import add_output_arguments, add_view_arguments, check_outputs, tree_of, write_outputs
 
 
 def parser() -> argparse.ArgumentParser:
@@ -21,11 +20,8 @@ def parser() -> argparse.ArgumentParser:
         epilog="examples: dispatchtrace render trace.json -o out.svg --depth 2 | dispatchtrace render trace.json --summary",
     )
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
+    add_view_arguments(p, summary=True)
     add_output_arguments(p)
-    p.add_argument("--depth", type=parse_depth, default=None, metavar="N|auto|ops|all",
-                   help="module calls down to depth N (the model's call is 0), or auto, ops, all (see docs/cli.md); "
-                   "default: all for the tree and summary, auto for diagrams")
-    p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
     p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
     return p
 
@@ -38,12 +34,8 @@ def run(argv: Sequence[str]) -> int:
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth))
     if (not args.output and not args.summary) or args.tree:
-        print(graph.tree("all" if args.depth is None else args.depth, ops=args.ops))
-    for out in args.output:
-        from .trace import write
-
-        write(graph, out, depth=args.depth, ops=args.ops)
-        print(f"wrote {out}", file=sys.stderr if args.tree or args.summary else sys.stdout)
+        print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements))
+    write_outputs(graph, args, stdout=not (args.tree or args.summary))
     return 0
 
 

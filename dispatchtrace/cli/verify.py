@@ -23,14 +23,13 @@ def parser() -> argparse.ArgumentParser:
         epilog="examples: dispatchtrace verify resnet50 --input 1x3x224x224 | dispatchtrace verify coolcnn",
     )
     add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes, dtypes and strides are compared")
-    p.add_argument("--seed", type=int, default=0, help="seed for the model's initial weights and the random inputs (default 0)")
     return p
 
 
 def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     torch.manual_seed(args.seed)
-    model = load_model(args.model, device=args.device)
+    model = load_model(args.model, device=args.device, dtype=args.dtype)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     try:
         with torch.no_grad():
