@@ -1,5 +1,8 @@
 """The command line: end to end in subprocesses, and every error path as one line."""
 
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -334,3 +337,39 @@ def test_missing_dot_is_one_line_and_text_still_works(tmp_path):
     one_line_error(r, "`dot` program was not found", "apt-get install graphviz")
     assert "DotNotFoundError" not in r.stderr and "--debug" not in r.stderr
     assert txt.read_text().startswith("CoolCNN") and not svg.exists()
+
+
+# ---- docs/cli.md shows real outputs -----------------------------------------------------------------
+
+def doc_examples() -> list[tuple[str, list[str]]]:
+    """Each ``$ dispatchtrace ...`` line of docs/cli.md's text blocks with the lines shown after it, in order.
+
+    A command with a ``#`` comment (its output needs a set-up the doc names) or one that prints sizes
+    and times (``demo``) is left out; a shown ``...`` line ends the part of the output to compare.
+    """
+    examples: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```text\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(), flags=re.S):
+        block = textwrap.dedent(block)
+        for chunk in re.split(r"^(?=\$ )", block, flags=re.M):
+            if not chunk.startswith("$ dispatchtrace "):
+                continue
+            command, *shown = chunk.rstrip("\n").split("\n")
+            if " #" not in command and not command.startswith("$ dispatchtrace demo"):
+                examples.append((command[2:], shown))
+    return examples
+
+
+def test_the_docs_show_real_outputs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # where `-o trace.json` lands, for the render examples after it
+    examples = doc_examples()
+    assert len(examples) >= 12 and any(c.startswith("dispatchtrace render") for c, _ in examples)
+    for command, shown in examples:
+        if shutil.which("dot") is None and re.search(r"\.(svg|pdf|png)\b", command):
+            continue
+        cli.main(shlex.split(command)[1:])
+        captured = capsys.readouterr()
+        printed = (captured.out + captured.err).splitlines()
+        if "..." in [line.strip() for line in shown]:
+            shown = shown[:[line.strip() for line in shown].index("...")]
+            printed = printed[:len(shown)]
+        assert printed == shown, command

@@ -150,5 +150,7 @@ def unused_options(path: str | Path, **given: object) -> str | None:
 def forward_error(name: str, inputs: Sequence[Any], error: Exception) -> CliError:
     """The one line for a forward pass that raised: the model, the input shapes, the error's first line."""
     shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
+    ints = any(not (t.dtype.is_floating_point or t.dtype.is_complex) for t in inputs)
+    hint = "; an integer --dtype gives token ids, for models that take them" if ints else ""
     return CliError(f"the forward pass of {name} on input {shapes} raised {one_line(error)}"
-                    " (check --input and --dtype)")
+                    f" (check --input and --dtype{hint})")

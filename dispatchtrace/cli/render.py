@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,7 +23,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
     add_view_arguments(p, summary=True)
     add_output_arguments(p)
-    p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
+    p.add_argument("--summary", action="store_true",
+                   help="print the table of calls with parameters, FLOPs and bytes, from the model's call down to --depth")
     return p
 
 
@@ -31,9 +33,14 @@ def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     check_outputs(args.output)
     graph = read(args.trace)
+    show_tree = (not args.output and not args.summary) or args.tree
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth))
-    if (not args.output and not args.summary) or args.tree:
+        tree_only = [f"--{k}" for k in ("at", "ops", "noise", "statements") if getattr(args, k) not in (None, False)]
+        if tree_only and not show_tree and not args.output:
+            print(f"note: {' and '.join(tree_only)} {'shape' if len(tree_only) > 1 else 'shapes'} the tree only; "
+                  "add --tree to print it below the summary", file=sys.stderr)
+    if show_tree:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
     return 0

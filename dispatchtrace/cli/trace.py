@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .. import __version__
 from ..capture import capture
 from ..graph import Graph
 from .errors import ArgumentParser
@@ -27,6 +28,7 @@ def parser() -> argparse.ArgumentParser:
     add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
     add_view_arguments(p)
     add_output_arguments(p)
+    p.add_argument("--version", action="version", version=f"dispatchtrace {__version__}")
     return p
 
 
