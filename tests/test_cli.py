@@ -373,3 +373,18 @@ def test_the_docs_show_real_outputs(tmp_path, monkeypatch, capsys):
             shown = shown[:[line.strip() for line in shown].index("...")]
             printed = printed[:len(shown)]
         assert printed == shown, command
+
+
+def test_the_help_examples_run(tmp_path, monkeypatch, capsys):
+    from dispatchtrace.cli import render, trace, verify
+
+    monkeypatch.chdir(tmp_path)
+    examples = [e for module in (trace, render, verify) for e in module.parser().examples]
+    assert "dispatchtrace coolcnn -o trace.json" in examples[:examples.index(render.parser().examples[0])]
+    assert len(examples) >= 10
+    for example in examples:
+        argv = shlex.split(example)[1:]
+        if any(":" in a for a in argv) or (shutil.which("dot") is None and re.search(r"\.(svg|pdf|png)\b", example)):
+            continue  # a user's own model, or a diagram without graphviz
+        assert cli.main(argv) == 0, (example, capsys.readouterr().err)
+        capsys.readouterr()

@@ -27,12 +27,18 @@ class ArgumentParser(argparse.ArgumentParser):
 
     An option that takes one value also takes one that starts with ``-`` and a digit, so
     ``--input -1x3`` reaches the shape parser (which says what is wrong) as ``--input=-1x3`` does,
-    instead of argparse's "expected one argument".
+    instead of argparse's "expected one argument". ``examples`` end the help text, one a line.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, examples: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.examples = tuple(examples)
         self.add_argument("--debug", action="store_true", help="show Python tracebacks instead of one-line errors")
+
+    def format_help(self) -> str:
+        """argparse's help, then the ``examples`` one command a line, as typed (not re-wrapped)."""
+        lines = "".join(f"  {e}\n" for e in self.examples)
+        return super().format_help() + (f"\nexamples:\n{lines}" if lines else "")
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:

@@ -18,7 +18,8 @@ def parser() -> argparse.ArgumentParser:
         prog="dispatchtrace render",
         description="Show or draw a capture saved with g.save('trace.json') (or `dispatchtrace MODEL -o trace.json`); "
         "no model and no torch tensors needed.",
-        epilog="examples: dispatchtrace render trace.json -o out.svg --depth 2 | dispatchtrace render trace.json --summary",
+        examples=["dispatchtrace render trace.json -o out.svg --depth 2", "dispatchtrace render trace.json --summary",
+                  "dispatchtrace render trace.json --at max_pool#2 --ops"],
     )
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
     add_view_arguments(p, summary=True)

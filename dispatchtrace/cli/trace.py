@@ -12,8 +12,15 @@ from ..capture import capture
 from ..graph import Graph
 from .errors import ArgumentParser
 from .models import load_model, parse_inputs
-from .options import (add_model_arguments, add_output_arguments, add_view_arguments, check_outputs, forward_error,
-                      tree_of, write_outputs)
+from .options import (
+    add_model_arguments,
+    add_output_arguments,
+    add_view_arguments,
+    check_outputs,
+    forward_error,
+    tree_of,
+    write_outputs,
+)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -22,8 +29,10 @@ def parser() -> argparse.ArgumentParser:
         description="Capture every ATen op of one forward pass and show it as a tree of module calls "
         "with parallel branches, or write diagrams. Other commands: `dispatchtrace demo [DIR]`, "
         "`dispatchtrace render`, `dispatchtrace verify`.",
-        epilog="examples: dispatchtrace resnet50 --depth 2 | dispatchtrace coolcnn -o cool.svg -o cool.pdf | "
-        "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64",
+        examples=["dispatchtrace resnet50 --depth 2", "dispatchtrace coolcnn -o cool.svg -o cool.pdf",
+                  "dispatchtrace resnet18 --at layer1.0 --ops", "dispatchtrace resnet18 --dtype bfloat16 --device meta",
+                  "dispatchtrace coolcnn -o trace.json",
+                  "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64", "dispatchtrace ./nets.py:Net --input 2x16"],
     )
     add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
     add_view_arguments(p)
