@@ -165,6 +165,19 @@ def test_errors_are_one_line(argv, needles, capsys):
         assert n in err
 
 
+def test_files_that_cannot_be_written_or_read_are_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "plain").write_text("")
+    assert cli.main(["coolcnn", "-o", str(tmp_path / "plain" / "t.txt")]) == 2
+    assert capsys.readouterr().err == (f"dispatchtrace: error: cannot write {tmp_path / 'plain' / 't.txt'}: "
+                                       f"{tmp_path / 'plain'} is a file, not a folder\n")
+    assert cli.main(["render", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"dispatchtrace: error: {tmp_path} is a folder; name a capture file")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for command in ([], ["verify"]):
+        assert cli.main([*command, "coolcnn", "--device", "cuda"]) == 2
+        assert "--device cuda: torch sees no CUDA device here" in capsys.readouterr().err
+
+
 def test_file_model_errors(netfile, capsys):
     assert cli.main([f"{netfile}:NOT_A_MODEL"]) == 2
     assert "is a int, not an nn.Module class" in capsys.readouterr().err

@@ -155,6 +155,9 @@ def _on(device: str) -> Iterator[None]:
         ctx = torch.device(device)
     except RuntimeError as e:
         raise CliError(f"unknown device {device!r}: use cpu, meta or cuda") from e
+    if ctx.type == "cuda" and not torch.cuda.is_available():
+        raise CliError(f"--device {device}: torch sees no CUDA device here (torch.cuda.is_available() is False); "
+                       "use --device cpu, or meta for shapes only")
     with ctx:
         yield
 

@@ -111,6 +111,10 @@ def write_output(graph: Graph, path: str | Path, *, depth: Depth | None = None, 
         raise CliError(str(e)) from e
     except (ValueError, KeyError) as e:
         raise CliError(str(e.args[0]) if e.args else str(e)) from e
+    except (FileExistsError, NotADirectoryError) as e:  # a folder on the way is a file
+        raise CliError(f"cannot write {path}: {e.filename} is a file, not a folder") from e
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror or e}") from e
 
 
 def write_outputs(graph: Graph, args: argparse.Namespace, *, stdout: bool = True) -> None:

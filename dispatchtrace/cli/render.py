@@ -49,6 +49,8 @@ def run(argv: Sequence[str]) -> int:
 
 def read(path: str) -> Graph:
     """A saved capture; a missing, foreign, damaged or newer file becomes a one-line ``CliError``."""
+    if Path(path).is_dir():
+        raise CliError(f"{path} is a folder; name a capture file in it (written by g.save('trace.json'))")
     if not Path(path).is_file():
         raise CliError(f"no such file: {path} (save a capture with g.save('{Path(path).name}'))")
     try:
