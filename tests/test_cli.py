@@ -1,5 +1,8 @@
 """The command line: end to end in subprocesses, and every error path as one line."""
 
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -50,6 +53,18 @@ BROKEN = textwrap.dedent(
 
         def forward(self, x):
             return self.fc(x)
+
+    class TokenNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+
+        def forward(self, ids):
+            return self.emb(ids)
+
+    class Coin(nn.Module):
+        def forward(self, x):
+            return x.relu() if x.sum() > 0 else x.sigmoid()  # the ops depend on the random input
 
     NOT_A_MODEL = 3
     """
@@ -150,6 +165,19 @@ def test_errors_are_one_line(argv, needles, capsys):
         assert n in err
 
 
+def test_files_that_cannot_be_written_or_read_are_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "plain").write_text("")
+    assert cli.main(["coolcnn", "-o", str(tmp_path / "plain" / "t.txt")]) == 2
+    assert capsys.readouterr().err == (f"dispatchtrace: error: cannot write {tmp_path / 'plain' / 't.txt'}: "
+                                       f"{tmp_path / 'plain'} is a file, not a folder\n")
+    assert cli.main(["render", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"dispatchtrace: error: {tmp_path} is a folder; name a capture file")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for command in ([], ["verify"]):
+        assert cli.main([*command, "coolcnn", "--device", "cuda"]) == 2
+        assert "--device cuda: torch sees no CUDA device here" in capsys.readouterr().err
+
+
 def test_file_model_errors(netfile, capsys):
     assert cli.main([f"{netfile}:NOT_A_MODEL"]) == 2
     assert "is a int, not an nn.Module class" in capsys.readouterr().err
@@ -181,6 +209,41 @@ def test_tree_at_a_call(capsys):
         "max_pool#2 (MaxPool2d)  f32[1, 32, 8, 8]",
         "└── aten::max_pool2d_with_indices  f32[1, 32, 8, 8], i64[1, 32, 8, 8]",
     ]
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_float_dtype_casts_the_model_too(device, capsys):
+    assert cli.main(["resnet18", "--dtype", "bfloat16", "--device", device, "--input", "1x3x64x64", "--depth", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "ResNet  bf16[1, 1000]" and "├── layer1 (Sequential)  bf16[1, 64, 16, 16]" in out
+    assert cli.main(["verify", "resnet18", "--dtype", "bfloat16", "--device", device, "--input", "1x3x64x64"]) == 0
+    assert "replay ok" in capsys.readouterr().out
+
+
+def test_an_integer_dtype_is_for_the_inputs_only(netfile, capsys):
+    m = load_model("coolcnn", dtype=torch.int64)
+    assert {p.dtype for p in m.parameters()} == {torch.float32}
+    # floating-point buffers are cast, batch-norm's integer counter is not
+    assert {t.dtype for t in load_model("resnet18", dtype=torch.float16).state_dict().values()} == {torch.float16, torch.int64}
+    assert cli.main([f"{netfile}:TokenNet", "--input", "2x5", "--dtype", "int64"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.splitlines() == ["TokenNet  f32[2, 5, 4]", "└── emb (Embedding)  f32[2, 5, 4]"]
+
+
+def test_the_seed_makes_a_run_repeatable(netfile, capsys):
+    def tree(seed: int) -> str:
+        assert cli.main([f"{netfile}:Coin", "--input", "1", "--ops", "--seed", str(seed)]) == 0
+        return capsys.readouterr().out
+
+    seen = {tree(s) for s in range(8) if tree(s) == tree(s)}  # each seed twice: the same run
+    assert len(seen) == 2  # and the seed is what picks the input
+
+
+def test_an_option_a_format_does_not_use_gets_a_note(tmp_path, capsys):
+    assert cli.main(["coolcnn", "--at", "max_pool#1", "-o", str(tmp_path / "a.dot"), "-o", str(tmp_path / "a.txt")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"wrote {tmp_path / 'a.dot'}", f"wrote {tmp_path / 'a.txt'}"]
+    assert captured.err == f"note: --at shapes the tree only; {tmp_path / 'a.dot'} does not use it\n"
+    assert (tmp_path / "a.txt").read_text().startswith("max_pool#1 (MaxPool2d)")
 
 
 def test_meta_device_runs_without_data(capsys):
@@ -240,9 +303,13 @@ def test_meta_build_falls_back_to_cpu_then_moves(netfile):
 
 def test_parse_helpers():
     assert parse_shape(" 1X3x4 ") == (1, 3, 4)
-    for bad in ("", "x", "1x-2", "1.5x2"):
-        with pytest.raises(CliError, match="malformed input shape"):
+    for bad in ("", "x", "1.5x2", "1x3xfoo"):
+        with pytest.raises(CliError, match="malformed input shape .*: a shape is sizes >= 1 joined by 'x', e.g. 1x3x224x224"):
             parse_shape(bad)
+    with pytest.raises(CliError, match=r"input shape '1x-2' has a negative size \(-2\): a shape is sizes >= 1"):
+        parse_shape("1x-2")
+    with pytest.raises(CliError, match=r"input shape '2x0x3' has a size of 0 \(an empty tensor\): a shape is"):
+        parse_shape("2x0x3")
     assert parse_dtype("bf16") is torch.bfloat16
     ints = parse_inputs(["3x5"], dtype="int64")[0]
     assert ints.dtype == torch.int64 and ints.min() >= 0 and ints.max() <= 1
@@ -283,3 +350,54 @@ def test_missing_dot_is_one_line_and_text_still_works(tmp_path):
     one_line_error(r, "`dot` program was not found", "apt-get install graphviz")
     assert "DotNotFoundError" not in r.stderr and "--debug" not in r.stderr
     assert txt.read_text().startswith("CoolCNN") and not svg.exists()
+
+
+# ---- docs/cli.md shows real outputs -----------------------------------------------------------------
+
+def doc_examples() -> list[tuple[str, list[str]]]:
+    """Each ``$ dispatchtrace ...`` line of docs/cli.md's text blocks with the lines shown after it, in order.
+
+    A command with a ``#`` comment (its output needs a set-up the doc names) or one that prints sizes
+    and times (``demo``) is left out; a shown ``...`` line ends the part of the output to compare.
+    """
+    examples: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```text\n(.*?)```", (ROOT / "docs" / "cli.md").read_text(), flags=re.S):
+        block = textwrap.dedent(block)
+        for chunk in re.split(r"^(?=\$ )", block, flags=re.M):
+            if not chunk.startswith("$ dispatchtrace "):
+                continue
+            command, *shown = chunk.rstrip("\n").split("\n")
+            if " #" not in command and not command.startswith("$ dispatchtrace demo"):
+                examples.append((command[2:], shown))
+    return examples
+
+
+def test_the_docs_show_real_outputs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # where `-o trace.json` lands, for the render examples after it
+    examples = doc_examples()
+    assert len(examples) >= 12 and any(c.startswith("dispatchtrace render") for c, _ in examples)
+    for command, shown in examples:
+        if shutil.which("dot") is None and re.search(r"\.(svg|pdf|png)\b", command):
+            continue
+        cli.main(shlex.split(command)[1:])
+        captured = capsys.readouterr()
+        printed = (captured.out + captured.err).splitlines()
+        if "..." in [line.strip() for line in shown]:
+            shown = shown[:[line.strip() for line in shown].index("...")]
+            printed = printed[:len(shown)]
+        assert printed == shown, command
+
+
+def test_the_help_examples_run(tmp_path, monkeypatch, capsys):
+    from dispatchtrace.cli import render, trace, verify
+
+    monkeypatch.chdir(tmp_path)
+    examples = [e for module in (trace, render, verify) for e in module.parser().examples]
+    assert "dispatchtrace coolcnn -o trace.json" in examples[:examples.index(render.parser().examples[0])]
+    assert len(examples) >= 10
+    for example in examples:
+        argv = shlex.split(example)[1:]
+        if any(":" in a for a in argv) or (shutil.which("dot") is None and re.search(r"\.(svg|pdf|png)\b", example)):
+            continue  # a user's own model, or a diagram without graphviz
+        assert cli.main(argv) == 0, (example, capsys.readouterr().err)
+        capsys.readouterr()

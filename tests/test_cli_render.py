@@ -100,3 +100,34 @@ def test_console_script(trace: tuple[Path, dt.Graph], tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text() == str(g.tree(1)) + "\n"
+
+
+@pytest.fixture(scope="module")
+def saved_by_the_command(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "resnet18.json"
+    assert main(["resnet18", "--input", "1x3x64x64", "-o", str(path)]) == 0
+    return path
+
+
+@pytest.mark.parametrize("view", [["--at", "layer2.0", "--depth", "1"], ["--at", "layer1.1.relu#1", "--noise"],
+                                  ["--noise", "--ops", "--depth", "2"], ["--statements", "--at", "layer3"]])
+def test_view_options_print_what_the_main_command_prints(saved_by_the_command: Path, view: list[str],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = saved_by_the_command
+    capsys.readouterr()
+    assert main(["resnet18", "--input", "1x3x64x64", *view]) == 0
+    want = capsys.readouterr().out
+    assert main(["render", str(path), *view]) == 0
+    assert capsys.readouterr().out == want
+    assert want.startswith(view[view.index("--at") + 1] if "--at" in view else "ResNet  f32[1, 1000]")
+
+
+def test_render_at_writes_the_tree_from_that_call(trace: tuple[Path, dt.Graph], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    path, g = trace
+    out = tmp_path / "t.txt"
+    assert main(["render", str(path), "--at", "layer4", "-o", str(out), "--summary"]) == 0
+    assert out.read_text() == str(g.tree("all", at="layer4")) + "\n"
+    assert capsys.readouterr().out == str(g.summary("all")) + "\n"  # the summary lists every call
+    assert main(["render", str(path), "--at", "layer9"]) == 2
+    assert "no module call labelled 'layer9'" in capsys.readouterr().err

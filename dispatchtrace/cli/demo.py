@@ -12,15 +12,16 @@ import torch
 from ..graph import Graph
 from ..models import CoolCNN
 from .errors import ArgumentParser, CliError
-from .trace import trace, write
+from .options import write_output as write
+from .trace import trace
 
 DEFAULT_DIR = "demo-out"
 
 
 def run(argv: Sequence[str]) -> int:
     p = ArgumentParser(prog="dispatchtrace demo",
-                       description="Capture CoolCNN (first seed) and ResNet-50 (second seed) and write their "
-                       "diagrams (SVG, PDF) and trees (.txt) into DIR.")
+                       description="Capture CoolCNN (its two parallel branches) and ResNet-50 (its calls, each ReLU's "
+                       "among them) and write their diagrams (SVG, PDF) and trees (.txt) into DIR.")
     p.add_argument("dir", nargs="?", default=DEFAULT_DIR, metavar="DIR", help=f"output folder (default {DEFAULT_DIR})")
     args = p.parse_args(list(argv))
     start = time.perf_counter()

@@ -20,11 +20,16 @@ from .errors import CliError
 #: models that ship with dispatchtrace (``dispatchtrace.models``), by lower-case name
 BUILTIN = {"coolcnn": "CoolCNN"}
 DEFAULT_SHAPE = (1, 3, 224, 224)
+_SHAPE = "a shape is sizes >= 1 joined by 'x', e.g. 1x3x224x224"
 _FORMS = "a torchvision model name (resnet50), package.module:factory, or path/to/file.py:Name"
 
 
-def load_model(spec: str, *, device: str = "cpu") -> nn.Module:
+def load_model(spec: str, *, device: str = "cpu", dtype: torch.dtype | None = None) -> nn.Module:
     """Build the model ``spec`` names, in eval mode, with its parameters on ``device``.
+
+    A floating-point ``dtype`` (``torch.bfloat16``) casts the model's floating-point parameters
+    and buffers to it, as ``model.to(dtype)`` does; other dtypes (``torch.int64`` token ids) are
+    for the inputs only and leave the model as it is.
 
     ``spec`` is a torchvision model name (built with ``weights=None``), ``coolcnn`` (the seed
     model), ``package.module:factory`` or ``path/to/file.py:Name``, where the factory is an
@@ -33,6 +38,8 @@ def load_model(spec: str, *, device: str = "cpu") -> nn.Module:
 
     >>> load_model("coolcnn").training
     False
+    >>> load_model("coolcnn", dtype=torch.bfloat16).output_layer.weight.dtype
+    torch.bfloat16
     >>> load_model("resnet5")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     dispatchtrace.cli.errors.CliError: unknown model 'resnet5'; did you mean resnet50 ...MODEL is ...
@@ -52,6 +59,8 @@ def load_model(spec: str, *, device: str = "cpu") -> nn.Module:
             raise CliError(f"building {spec} raised {one_line(e2)}") from e2
     if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
         model = model.to("meta")
+    if dtype is not None and dtype.is_floating_point:
+        model = model.to(dtype)
     return model.eval()
 
 
@@ -71,21 +80,26 @@ def _load(spec: str) -> nn.Module:
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``"1x3x224x224"`` (or ``1,3,224,224``) as a shape.
+    """``"1x3x224x224"`` (or ``1,3,224,224``) as a shape; every size a whole number >= 1.
 
     >>> parse_shape("1x3x224x224"), parse_shape("8,128"), parse_shape("16")
     ((1, 3, 224, 224), (8, 128), (16,))
     >>> parse_shape("1x3xa")
     Traceback (most recent call last):
-    dispatchtrace.cli.errors.CliError: malformed input shape '1x3xa': write sizes joined by 'x', e.g. 1x3x224x224
+    dispatchtrace.cli.errors.CliError: malformed input shape '1x3xa': a shape is sizes >= 1 joined by 'x', e.g. 1x3x224x224
+    >>> parse_shape("-1x3x2x2")
+    Traceback (most recent call last):
+    dispatchtrace.cli.errors.CliError: input shape '-1x3x2x2' has a negative size (-1): a shape is sizes >= 1 joined by 'x', e.g. 1x3x224x224
     """
     parts = text.strip().lower().replace(",", "x").split("x")
     try:
         shape = tuple(int(p) for p in parts)
     except ValueError:
-        shape = ()
-    if not shape or any(s < 0 for s in shape):
-        raise CliError(f"malformed input shape {text!r}: write sizes joined by 'x', e.g. 1x3x224x224")
+        raise CliError(f"malformed input shape {text!r}: {_SHAPE}") from None
+    bad = [s for s in shape if s < 1]
+    if bad:
+        what = f"a negative size ({bad[0]})" if bad[0] < 0 else "a size of 0 (an empty tensor)"
+        raise CliError(f"input shape {text!r} has {what}: {_SHAPE}")
     return shape
 
 
@@ -141,6 +155,9 @@ def _on(device: str) -> Iterator[None]:
         ctx = torch.device(device)
     except RuntimeError as e:
         raise CliError(f"unknown device {device!r}: use cpu, meta or cuda") from e
+    if ctx.type == "cuda" and not torch.cuda.is_available():
+        raise CliError(f"--device {device}: torch sees no CUDA device here (torch.cuda.is_available() is False); "
+                       "use --device cpu, or meta for shapes only")
     with ctx:
         yield
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..graph import Graph
 from ..serialize import FormatError, load
 from .errors import ArgumentParser, CliError
-from .options import add_output_arguments, check_outputs, parse_depth
+from .options import add_output_arguments, add_view_arguments, check_outputs, tree_of, write_outputs
 
 
 def parser() -> argparse.ArgumentParser:
@@ -18,15 +18,14 @@ def parser() -> argparse.ArgumentParser:
         prog="dispatchtrace render",
         description="Show or draw a capture saved with g.save('trace.json') (or `dispatchtrace MODEL -o trace.json`); "
         "no model and no torch tensors needed.",
-        epilog="examples: dispatchtrace render trace.json -o out.svg --depth 2 | dispatchtrace render trace.json --summary",
+        examples=["dispatchtrace render trace.json -o out.svg --depth 2", "dispatchtrace render trace.json --summary",
+                  "dispatchtrace render trace.json --at max_pool#2 --ops"],
     )
     p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
+    add_view_arguments(p, summary=True)
     add_output_arguments(p)
-    p.add_argument("--depth", type=parse_depth, default=None, metavar="N|auto|ops|all",
-                   help="module calls down to depth N (the model's call is 0), or auto, ops, all (see docs/cli.md); "
-                   "default: all for the tree and summary, auto for diagrams")
-    p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown (tree output)")
-    p.add_argument("--summary", action="store_true", help="print the table of calls with parameters, FLOPs and bytes")
+    p.add_argument("--summary", action="store_true",
+                   help="print the table of calls with parameters, FLOPs and bytes, from the model's call down to --depth")
     return p
 
 
@@ -35,20 +34,23 @@ def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     check_outputs(args.output)
     graph = read(args.trace)
+    show_tree = (not args.output and not args.summary) or args.tree
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth))
-    if (not args.output and not args.summary) or args.tree:
-        print(graph.tree("all" if args.depth is None else args.depth, ops=args.ops))
-    for out in args.output:
-        from .trace import write
-
-        write(graph, out, depth=args.depth, ops=args.ops)
-        print(f"wrote {out}", file=sys.stderr if args.tree or args.summary else sys.stdout)
+        tree_only = [f"--{k}" for k in ("at", "ops", "noise", "statements") if getattr(args, k) not in (None, False)]
+        if tree_only and not show_tree and not args.output:
+            print(f"note: {' and '.join(tree_only)} {'shape' if len(tree_only) > 1 else 'shapes'} the tree only; "
+                  "add --tree to print it below the summary", file=sys.stderr)
+    if show_tree:
+        print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements))
+    write_outputs(graph, args, stdout=not (args.tree or args.summary))
     return 0
 
 
 def read(path: str) -> Graph:
     """A saved capture; a missing, foreign, damaged or newer file becomes a one-line ``CliError``."""
+    if Path(path).is_dir():
+        raise CliError(f"{path} is a folder; name a capture file in it (written by g.save('trace.json'))")
     if not Path(path).is_file():
         raise CliError(f"no such file: {path} (save a capture with g.save('{Path(path).name}'))")
     try:

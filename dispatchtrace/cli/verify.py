@@ -20,17 +20,17 @@ def parser() -> argparse.ArgumentParser:
         description="Capture one forward pass (under torch.no_grad), rebuild it as a torch.fx graph of the "
         "captured ATen ops, run that on the same inputs and compare. Exit status 0 when the replay reproduces "
         "every output, 1 when it does not (the report names the first op that differs).",
-        epilog="examples: dispatchtrace verify resnet50 --input 1x3x224x224 | dispatchtrace verify coolcnn",
+        examples=["dispatchtrace verify resnet50 --input 1x3x224x224", "dispatchtrace verify coolcnn",
+                  "dispatchtrace verify resnet18 --dtype bfloat16 --device meta"],
     )
     add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes, dtypes and strides are compared")
-    p.add_argument("--seed", type=int, default=0, help="seed for the model's initial weights and the random inputs (default 0)")
     return p
 
 
 def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     torch.manual_seed(args.seed)
-    model = load_model(args.model, device=args.device)
+    model = load_model(args.model, device=args.device, dtype=args.dtype)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     try:
         with torch.no_grad():
