@@ -148,7 +148,7 @@ def test_registering_a_taken_name_or_suffix_is_refused(shout: Format[_ShoutOptio
         formats.register(Format("mx", (".json",), _shout, _ShoutOptions, "x"))
     with pytest.raises(ValueError, match="start with a dot"):
         formats.register(Format("bad", ("MX.JSON",), _shout, _ShoutOptions, "x"))
-    assert [f.name for f in formats.formats()] == ["svg", "pdf", "png", "dot", "tree", "capture", "shout"]
+    assert [f.name for f in formats.formats()] == ["svg", "pdf", "png", "dot", "tree", "capture", "model-explorer", "shout"]
 
 
 def test_notebook_shows_the_registry_formats(cool: dt.Graph, shout: Format[_ShoutOptions],
