@@ -168,12 +168,12 @@ def test_json_is_the_saved_capture(cool: dt.Graph, tmp_path: Path) -> None:
 
 
 def test_unknown_suffix_lists_the_supported_ones(cool: dt.Graph, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"\.svg, \.pdf, \.png, \.dot, \.gv, \.txt, \.json \(or name it: format= one of svg"):
+    with pytest.raises(ValueError, match=r"\.svg, \.pdf, \.png, \.dot, \.gv, \.txt, \.json, \.mx\.json \(or name it: format= one of svg"):
         cool.render(tmp_path / "cool.jpg")
     with pytest.raises(ValueError, match="suffix"):
         cool.render(tmp_path / "cool")
     assert not list(tmp_path.iterdir())
-    assert formats.suffixes() == (".svg", ".pdf", ".png", ".dot", ".gv", ".txt", ".json")
+    assert formats.suffixes() == (".svg", ".pdf", ".png", ".dot", ".gv", ".txt", ".json", ".mx.json")
 
 
 @needs_dot
