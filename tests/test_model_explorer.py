@@ -231,3 +231,22 @@ def test_the_file_is_deterministic_and_has_its_own_name_and_title(tmp_path: Path
     assert formats.for_path("model.MX.JSON").name == "model-explorer" and formats.for_path("m.json").name == "capture"
     named = coolcnn().render(tmp_path / "named", format="model-explorer", title="cool")
     assert json.loads(named.read_text())["label"] == "cool"
+
+
+class InPlace(torch.nn.Module):
+    """Writes an input in place, reads it back, returns another input untouched."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y.add_(1)
+        return x, y * 2, torch.relu(x)
+
+
+def test_in_place_writes_and_returned_inputs_are_edges(tmp_path: Path) -> None:
+    g = traced(InPlace(), torch.ones(2), torch.ones(2))
+    _, graph = _written(g, tmp_path / "inplace.mx.json")
+    by_id = {n["id"]: n for n in graph["nodes"]}
+    def sources(node_id: str) -> list[tuple[str, str]]:
+        return [(e["sourceNodeId"], e["targetNodeInputId"]) for e in by_id[node_id]["incomingEdges"]]
+    assert sources("add_") == [("input:y", "0")] and sources("mul") == [("add_", "0")]
+    assert sources("output") == [("input:x", "0"), ("mul", "1"), ("relu", "2")]
+    assert {kv["key"]: kv["value"] for kv in by_id["add_"]["attrs"]}["writes"] == "y"

@@ -7,8 +7,10 @@ collection, ``{"label": ..., "graphs": [graph, ...]}``. Each graph is ``{"id", "
 ``outputsMetadata``. Model Explorer draws every namespace component as a box that opens in place,
 so the namespace of an op is the chain of module calls around it, one component per call,
 each spelled as ``Call.label`` spells it (``ResNet/layer1/layer1.0/layer1.0.relu#2``): the three
-calls of one ``relu`` are three boxes, not one. ``groupNodeAttributes`` gives each box its call's
-type, FLOPs, bytes and parameters (``g.costs()``), and the empty namespace the capture's totals.
+calls of one ``relu`` are three boxes, not one (a ``/`` in a label is escaped as ``\\/``, a ``;``
+becomes ``,``, and a label two sibling calls share, two unnamed modules of one type, gets ``~2``).
+``groupNodeAttributes`` gives each box its call's type, FLOPs, bytes and parameters
+(``g.costs()``), and the empty namespace the capture's totals.
 
 >>> import json, torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(3, 4)
@@ -63,7 +65,7 @@ class _Namespaces:
     def __init__(self) -> None:
         self._paths: dict[int, str] = {}
         self._taken: dict[str, set[str]] = {}
-        self.calls: list[tuple[Call, str]] = []
+        self.boxes: list[tuple[Call, str]] = []  # (call, its namespace), for the side panel
 
     def of(self, call: Call) -> str:
         """``ResNet/layer1/layer1.0``: the namespace of the ops ``call`` issues directly (``""`` for the root)."""
@@ -80,7 +82,7 @@ class _Namespaces:
                 unique = f"{part}~{n}"
             taken.add(unique)
             path = self._paths[id(call)] = f"{parent}/{unique}" if parent else unique
-            self.calls.append((call, path))
+            self.boxes.append((call, path))
         return path
 
 
@@ -149,7 +151,9 @@ def _op_node(op: Op, namespace: str, inputs: _InputNodes, c: Costs) -> Json:
     if cost.bytes is not None:
         attrs.append(_kv("bytes", cost.bytes))
     if op.mutated:
-        attrs.append(_kv("writes", ", ".join(r.text for r in op.mutated)))
+        written = {r.storage for r in op.mutated}  # named as the op read them (``y``, not ``%add_``)
+        names = dict.fromkeys(r.text for r in op.inputs if r.storage in written) or {r.text: None for r in op.mutated}
+        attrs.append(_kv("writes", ", ".join(names)))
     if op.is_view:
         attrs.append(_kv("view", "true"))
     if op.source is not None:
@@ -177,7 +181,7 @@ def _group_attributes(graph: Graph, names: _Namespaces, c: Costs) -> dict[str, d
     """``{namespace: {key: value}}`` for every call box, and ``""`` for the whole capture (Model Explorer's side panel)."""
     total = c.total
     out = {"": _costs({"ops": str(len(graph.ops)), "calls": str(len(graph.calls))}, total)}
-    for call, path in names.calls:
+    for call, path in names.boxes:
         cost = c.call(call)
         attrs = {"label": call.label, "type": call.type, "call": f"{call.index + 1} of {call.repeat}"}
         if call.inputs:
