@@ -39,11 +39,12 @@ _SIGNATURE = "replay signature (H): gm(*args, **kwargs) raises TypeError"
 KNOWN: dict[tuple[str, str], str] = {
     ("raft_small", "cpu"): "literal constants (H): a lifted i64[] scalar has no value, so to_fx(model) refuses; "
                            + _SIGNATURE + " (num_flow_updates=4 is not a parameter of the replay)",
-    ("raft_small", "meta"): "literal constants (H): a lifted i64[] scalar (first read by aten.sqrt) has no value "
-                            "on meta, where verify takes constants from an eager run",
     ("nn.MultiheadAttention", "cpu"): _SIGNATURE + ": mha(x, x, x) gives a replay of one argument",
-    ("nn.MultiheadAttention (fast path)", "cpu"): _SIGNATURE + ": mha(x, x, x, need_weights=False) gives a "
-                                                  "replay of one argument",
+    ("nn.MultiheadAttention (fast path)", "cpu"): _SIGNATURE + ": need_weights=False is not a parameter of the "
+                                                  "replay (mha(x, x, x, need_weights=False))",
+    **{(name, "cpu"): "literal constants (H): shifted_window_attention's attn_mask[h0:h1, w0:w1] = count lifts a "
+                      "Python int (f32[], aten.lift_fresh) recorded without a value, so to_fx(model) refuses"
+       for name in ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b")},
     ("hf gpt2", "cpu"): _CACHE,
     ("hf llama", "cpu"): _CACHE,
     ("hf mixtral", "cpu"): _CACHE,
