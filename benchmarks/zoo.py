@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
 from dispatchtrace.lint import LintError
+from dispatchtrace.snapshot import ModuleState
 from dispatchtrace.structure import tensors_in
 from dispatchtrace.verify import _constant_values, check, clone_tensors
 
@@ -352,10 +353,10 @@ def second_input(spec: Spec, g: dt.Graph, model: nn.Module, first: Inputs, devic
         except Exception as exc2:  # noqa: BLE001
             return "; ".join(found + [f"with eager constants too: {_first_lines(exc2)}"])
         found.append("with the first input's eager constants")
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state = ModuleState(model)  # both runs start from it (train-mode BatchNorm moves its running stats)
     torch.manual_seed(2)
     want = model(*clone_tensors(a2), **clone_tensors(k2))
-    model.load_state_dict(state)
+    state.restore()
     torch.manual_seed(2)
     try:
         got = gm(*clone_tensors(a2), **clone_tensors(k2))
@@ -368,7 +369,7 @@ def second_input(spec: Spec, g: dt.Graph, model: nn.Module, first: Inputs, devic
     except Exception as exc:  # noqa: BLE001
         return "; ".join(found + [f"the replay raised {_first_lines(exc)}"])
     finally:
-        model.load_state_dict(state)
+        state.restore()
     result = _same_tensors(got, want)
     return "ok" if not found and result == "ok" else "; ".join(found + [result])
 
