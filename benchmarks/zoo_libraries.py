@@ -5,13 +5,9 @@ Every model is built from a config (``AutoModel``-style classes with 2 layers an
 ``HF_HUB_OFFLINE=1`` is set before ``transformers`` or ``timm`` is imported, so an accidental hub
 access fails loudly instead of hanging. Both libraries are test-only (the ``zoo`` extra).
 
-``LibSpec`` is ``zoo.Spec`` (``inputs`` already returns ``(args, kwargs)``, so keyword inputs fit)
-with three more fields: ``train`` (build in train mode), ``loss`` (run ``loss(output).backward()``
-inside the capture block: gradient checkpointing recomputes forward calls there) and
-``value_dependent`` (control flow depends on the input values, so a second input of the same shape
-may run other ops). ``zoo.run`` accepts these specs and ignores the extra fields.
-
-    .venv/bin/python benchmarks/probe_libraries.py   # every check, one table
+Each entry is a ``zoo.Spec`` (``inputs`` returns ``(args, kwargs)``, so keyword inputs fit; ``train``,
+``loss`` and ``value_dependent`` say how ``zoo.run`` runs it); ``zoo.specs(libraries=True)`` appends
+them to the torchvision zoo, so they get every check of the one zoo.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from zoo import Inputs, Spec  # noqa: E402
 
 VOCAB = 100
-
-
-@dataclass(frozen=True)
-class LibSpec(Spec):
-    """A ``zoo.Spec`` that may train, run a backward inside the block, or branch on values."""
-
-    train: bool = False
-    loss: Callable[[Any], torch.Tensor] | None = None
-    value_dependent: bool = False
-    library: str = ""
 
 
 def _ids(batch: int = 2, length: int = 8) -> torch.Tensor:
@@ -160,37 +145,37 @@ class Checkpointed(nn.Module):
         return self.b(checkpoint(self.a, x, use_reentrant=False))
 
 
-def specs() -> list[LibSpec]:
+def specs() -> list[Spec]:
     """Seven ``transformers`` models, four ``timm`` models (one also in train mode, Swin also with its mask built in forward) and two gradient-checkpointing cases."""
     hf, tm = "transformers", "timm"
     return [
-        LibSpec("hf gpt2", _gpt2, lambda: ((_ids(),), {}), library=hf,
+        Spec("hf gpt2", _gpt2, lambda: ((_ids(),), {}), library=hf,
                 note="2 layers, n_embd 32, vocab 100, default cache (use_cache=True)"),
-        LibSpec("hf bert (keywords)", _bert, _bert_inputs, library=hf,
+        Spec("hf bert (keywords)", _bert, _bert_inputs, library=hf,
                 note="called as m(input_ids=, attention_mask=), one padded row"),
-        LibSpec("hf t5", _t5, lambda: ((), {"input_ids": _ids(), "decoder_input_ids": _ids(2, 4)}), library=hf,
+        Spec("hf t5", _t5, lambda: ((), {"input_ids": _ids(), "decoder_input_ids": _ids(2, 4)}), library=hf,
                 note="m(input_ids=, decoder_input_ids=)"),
-        LibSpec("hf llama", _llama, lambda: ((_ids(),), {}), library=hf, note="GQA (1 kv head), default cache"),
-        LibSpec("hf mixtral", _mixtral, lambda: ((_ids(),), {}), library=hf,
+        Spec("hf llama", _llama, lambda: ((_ids(),), {}), library=hf, note="GQA (1 kv head), default cache"),
+        Spec("hf mixtral", _mixtral, lambda: ((_ids(),), {}), library=hf,
                 note="4 experts, top 2: routed with aten._grouped_mm, so the ops do not depend on the routing"),
-        LibSpec("hf whisper", _whisper, _whisper_inputs, library=hf,
+        Spec("hf whisper", _whisper, _whisper_inputs, library=hf,
                 note="m(input_features=1x16x32, decoder_input_ids=)"),
-        LibSpec("hf swin", _hf_swin, lambda: ((torch.randn(1, 3, 32, 32),), {}), library=hf,
-                note="32x32, window 4: the shifted-window mask is built in forward (img_mask[a:b, c:d] = n)"),
-        LibSpec("timm efficientnet_b0", _timm("efficientnet_b0"), _image(), library=tm),
-        LibSpec("timm efficientnet_b0 (train)", _timm("efficientnet_b0"), lambda: ((torch.randn(2, 3, 64, 64),), {}),
+        Spec("hf swin", _hf_swin, lambda: ((torch.randn(1, 3, 32, 32),), {}), library=hf,
+                note="32x32, window 4: the shifted-window mask is built in forward from arange and comparisons"),
+        Spec("timm efficientnet_b0", _timm("efficientnet_b0"), _image(), library=tm),
+        Spec("timm efficientnet_b0 (train)", _timm("efficientnet_b0"), lambda: ((torch.randn(2, 3, 64, 64),), {}),
                 library=tm, train=True, note="train mode: BatchNorm updates its running stats on every forward"),
-        LibSpec("timm convnext_atto", _timm("convnext_atto"), _image(), library=tm),
-        LibSpec("timm vit_tiny_patch16_224", _timm("vit_tiny_patch16_224", img_size=64), _image(), library=tm,
+        Spec("timm convnext_atto", _timm("convnext_atto"), _image(), library=tm),
+        Spec("timm vit_tiny_patch16_224", _timm("vit_tiny_patch16_224", img_size=64), _image(), library=tm,
                 note="img_size=64"),
-        LibSpec("timm swin_tiny_patch4_window7_224", _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4),
+        Spec("timm swin_tiny_patch4_window7_224", _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4),
                 _image(), library=tm, note="img_size=64, window_size=4"),
-        LibSpec("timm swin (dynamic mask)",
+        Spec("timm swin (dynamic mask)",
                 _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4, strict_img_size=False), _image(),
                 library=tm, note="strict_img_size=False: the shifted-window mask is built in forward (img_mask[...] = cnt)"),
-        LibSpec("checkpoint (nn)", Checkpointed, lambda: ((torch.randn(4, 8, requires_grad=True),), {}),
-                train=True, loss=lambda out: out.sum(), note="checkpoint(self.a, x, use_reentrant=False), backward in the block"),
-        LibSpec("hf gpt2 (gradient checkpointing)", lambda: _gpt2(checkpointing=True), lambda: ((_ids(),), {}),
+        Spec("checkpoint (nn)", Checkpointed, lambda: ((torch.randn(4, 8, requires_grad=True),), {}),
+                library="torch.utils.checkpoint", train=True, loss=lambda out: out.sum(), note="checkpoint(self.a, x, use_reentrant=False), backward in the block"),
+        Spec("hf gpt2 (gradient checkpointing)", lambda: _gpt2(checkpointing=True), lambda: ((_ids(),), {}),
                 library=hf, train=True, loss=lambda out: _logits(out).sum(),
                 note="train mode, dropout 0, use_reentrant=False, backward in the block"),
     ]

@@ -2,15 +2,13 @@
 
 Each test states the behaviour the issue asks for. Those that fail today are marked
 ``xfail(strict=True)`` with the item they belong to, so fixing one turns its mark into a failure:
-drop the mark then. The ``slow`` tests at the end run the ``transformers`` and ``timm`` models of
-``benchmarks/zoo_libraries.py`` (the ``zoo`` extra, installed by ``scripts/setup.sh``).
+drop the mark then. The ``transformers`` and ``timm`` models of ``benchmarks/zoo_libraries.py`` run
+in the slow zoo, ``tests/test_zoo.py``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -441,42 +439,3 @@ def test_a_loaded_custom_error_keeps_its_name_and_message(tmp_path: Path) -> Non
     g.save(tmp_path / "e.json")
     loaded = dt.load(tmp_path / "e.json").error
     assert type(loaded).__name__ == "MyError" and str(loaded) == "custom"
-
-
-# ---- the libraries people use (slow) -----------------------------------------------------------
-
-def _zoo_libraries() -> Any:
-    path = ROOT / "benchmarks" / "probe_libraries.py"
-    spec = importlib.util.spec_from_file_location("dispatchtrace_probe_libraries", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-probe_libraries = _zoo_libraries()
-LIBRARY_SPECS = probe_libraries.zl.specs()
-# what benchmarks/probe_libraries.py finds today, by spec: the issue-10 item each failure belongs to
-KNOWN = {
-    "hf gpt2": "literal constants: the default cache's torch.tensor([]) has no value, to_fx refuses",
-    "hf bert (keywords)": "keyword inputs: input_ids/attention_mask become constants, g.inputs is empty",
-    "hf t5": "keyword inputs: input_ids/decoder_input_ids become constants",
-    "hf llama": "literal constants: the default cache's torch.tensor([]) has no value",
-    "hf mixtral": "literal constants: the default cache's torch.tensor([]) has no value",
-    "hf whisper": "keyword inputs: input_features/decoder_input_ids become constants",
-    "timm swin (dynamic mask)": "literal constants: img_mask[...] = cnt lifts a scalar with no value",
-    "checkpoint (nn)": "backward-time calls: checkpoint's recomputation lands in g.calls",
-    "hf gpt2 (gradient checkpointing)": "backward-time calls: recomputed layers land in g.calls as top-level calls",
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("spec", [
-    pytest.param(s, marks=issue10(KNOWN[s.name])) if s.name in KNOWN else s for s in LIBRARY_SPECS],
-    ids=[s.name for s in LIBRARY_SPECS])
-def test_library_model_passes_every_check(spec: Any) -> None:
-    row = probe_libraries.probe(spec)
-    bad = {k: v for k, v in row.cells.items() if v != "ok" and v != "-" and not v.startswith("unsupported")}
-    assert not bad, bad
-    assert row.ops > 0 and row.calls > 0

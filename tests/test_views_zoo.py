@@ -1,12 +1,11 @@
 """The views on the model zoo (slow): no fold merges calls with different shapes, every join reads every branch.
 
-The models are ``benchmarks/zoo.py``'s, captured once each on CPU.
+The models are ``benchmarks/zoo.py``'s, the ``transformers`` and ``timm`` ones included, captured once each on CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,28 +18,17 @@ from dispatchtrace.graph import Call, Op
 from dispatchtrace.views.fold import foldable_runs
 from dispatchtrace.views.tree import TreeNode
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import zoo  # noqa: E402  (zoo_libraries imports it by this name)
 
-def _zoo():  # noqa: ANN202 - a module loaded from a path
-    if "dispatchtrace_zoo" not in sys.modules:  # tests/test_zoo.py loads it under this name too
-        path = Path(__file__).resolve().parent.parent / "benchmarks" / "zoo.py"
-        spec = importlib.util.spec_from_file_location("dispatchtrace_zoo", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["dispatchtrace_zoo"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["dispatchtrace_zoo"]
-
-
-zoo = _zoo()
-SPECS = zoo.specs()
+SPECS = zoo.specs(libraries=True)
 
 
 def capture(spec: zoo.Spec) -> dt.Graph:
-    torch.manual_seed(0)
-    model = spec.build().eval()
+    model = zoo.build(spec)
     args, kwargs = spec.inputs()
     with torch.no_grad() if spec.no_grad else contextlib.nullcontext(), dt.capture(model) as g:
-        model(*args, **kwargs)
+        zoo.step(spec, model, args, kwargs)
     return g
 
 
@@ -111,6 +99,8 @@ def check_joins(node: TreeNode, where: str) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_views_say_true_things(spec: zoo.Spec) -> None:
+    if spec.library in ("transformers", "timm"):
+        pytest.importorskip(spec.library, reason="the zoo extra: scripts/setup.sh installs it")
     g = capture(spec)
     for run in foldable_runs(g, lambda c: True):
         first = structure(run.calls[0])
