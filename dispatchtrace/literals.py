@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from .snapshot import has_values
 
@@ -56,7 +57,8 @@ def literal_of(t: torch.Tensor, limit: int) -> Literal:
         return Literal(dtype, shape, None, f"it is {size} bytes, over the capture limit of {limit} "
                                            f"(dt.capture(model, constants={size}) keeps it)")
     try:
-        values = tuple(t.detach().cpu().reshape(-1).tolist())
+        with _disable_current_modes():  # under FakeTensorMode a literal is still real Python data
+            values = tuple(t.detach().cpu().reshape(-1).tolist())
     except (RuntimeError, TypeError) as exc:  # a dtype without Python numbers (float8, quantized)
         return Literal(dtype, shape, None, f"its dtype has no Python numbers ({exc})")
     return Literal(dtype, shape, values)

@@ -472,13 +472,6 @@ probe_libraries = _zoo_libraries()
 LIBRARY_SPECS = probe_libraries.zl.specs()
 # what benchmarks/probe_libraries.py finds today, by spec: the issue-10 item each failure belongs to
 KNOWN = {
-    "hf gpt2": "literal constants: the default cache's torch.tensor([]) has no value, to_fx refuses",
-    "hf bert (keywords)": "keyword inputs: input_ids/attention_mask become constants, g.inputs is empty",
-    "hf t5": "keyword inputs: input_ids/decoder_input_ids become constants",
-    "hf llama": "literal constants: the default cache's torch.tensor([]) has no value",
-    "hf mixtral": "literal constants: the default cache's torch.tensor([]) has no value",
-    "hf whisper": "keyword inputs: input_features/decoder_input_ids become constants",
-    "timm swin (dynamic mask)": "literal constants: img_mask[...] = cnt lifts a scalar with no value",
     "checkpoint (nn)": "backward-time calls: checkpoint's recomputation lands in g.calls",
     "hf gpt2 (gradient checkpointing)": "backward-time calls: recomputed layers land in g.calls as top-level calls",
 }

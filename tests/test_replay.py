@@ -263,3 +263,25 @@ def test_several_top_level_calls_replay_as_the_flat_tuple_of_their_outputs() -> 
     got = g.to_fx(owner)(x)
     assert type(got) is tuple and len(got) == 2
     torch.testing.assert_close(got, (h, y))
+
+
+def test_under_fake_tensor_mode_a_literal_keeps_its_value_and_a_fake_constant_says_it_has_none() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class Half(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.arange(4.0)  # made under the mode: a fake constant, no value
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * torch.tensor(0.5) + self.table  # torch.tensor(0.5) is real Python data even here
+
+    with FakeTensorMode():
+        m, x = Half(), torch.randn(4)
+        with dt.capture(m) as g:
+            m(x)
+    g.lint()
+    assert g.constants["_tensor_constant0"].values == (0.5,)
+    assert g.constants["_tensor_constant1"].why == "fake tensors hold no values"
+    with pytest.raises(ReplayError, match=r"constant _tensor_constant1 \(f32\[4\], .*no value recorded: fake tensors hold no values"):
+        g.to_fx(m)
