@@ -46,8 +46,9 @@ def resolve_target(target: str) -> Any:
 def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
     """A ``GraphModule`` that re-runs the captured ATen ops, in order, on new inputs.
 
-    Its placeholders are ``graph.inputs`` in capture order; it reads parameters and buffers
-    from ``model`` by their dotted names (``get_attr``: the module shares them). In-place ops,
+    It takes the forward's arguments as they were passed (``Call.arguments``: ``mha(x, x, x)``
+    gives ``gm(x, x, x)``, keyword tensors stay keywords), else ``graph.inputs``; it reads
+    parameters and buffers from ``model`` by their dotted names (``get_attr``: it shares them). In-place ops,
     views and ``out=`` ops run as they ran, on the replayed tensors.
 
     It returns what the forward returned, in its structure (``output_structure``): when the
@@ -56,11 +57,10 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were).
     Otherwise (several top-level calls, none) it returns ``graph.outputs`` as a flat tuple.
 
-    Tensors that came from outside the capture and are no input, parameter or buffer of
-    ``model`` (``kind == "constant"``) cannot be replayed from the record alone. By default that
-    raises ``ReplayError`` naming each one; ``constants={name: tensor}`` supplies their values,
-    ``constants="inputs"`` turns them into extra placeholders after the inputs. The placeholder
-    order is in ``gm.meta["dispatchtrace_inputs"]``.
+    Literal constants replay from ``graph.constants``. Other tensors from outside the capture
+    that are no input, parameter or buffer of ``model`` (``kind == "constant"``) raise
+    ``ReplayError`` naming each one; ``constants={name: tensor}`` supplies values,
+    ``constants="inputs"`` makes extra placeholders of them (``gm.meta["dispatchtrace_inputs"]``).
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
