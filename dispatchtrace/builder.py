@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .graph import Call, Graph, Op, new_call
+from .literals import Literal
 from .tensors import TensorRef
 
 
@@ -88,6 +89,15 @@ class GraphBuilder:
         """What a call returned: its output refs (each once) and the structure holding them."""
         call.outputs = tuple(dict.fromkeys(outputs))
         call.returned = returned
+
+    @staticmethod
+    def set_call_arguments(call: Call, positional: Iterable[tuple[str, Any]], keywords: dict[str, Any]) -> None:
+        """A top-level call's arguments as passed: ``(name, value)`` pairs, then keywords; refs for tensors."""
+        call.arguments = (tuple(positional), dict(keywords))
+
+    def set_constant(self, name: str, literal: Literal) -> None:
+        """The value (or why there is none) of the literal constant ``name``."""
+        self.graph.constants[name] = literal
 
     def set_graph_io(self, inputs: Iterable[TensorRef], outputs: Iterable[TensorRef]) -> None:
         """``graph.inputs`` (the refs of kind ``input``) and ``graph.outputs`` (what the top-level

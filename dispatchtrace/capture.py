@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 import torch
+import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.hooks import RemovableHandle
 
 from .graph import Graph
+from .literals import LIMIT
 from .recorder import Recorder
 from .scope import Scope
 
@@ -49,6 +53,14 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     (the model itself is ``""``); it may also be a plain function, or ``None``. ``source``
     records, for each op, the user-code line that issued it (``op.source``).
 
+    Tensors passed to the first module call of the block (the top-level call) are its inputs
+    (``g.inputs``), named by the forward's parameters; keyword tensors (``m(input_ids=ids)``) are
+    inputs named by their keyword when ``model`` is that module (a ``with_kwargs`` pre-hook on it
+    sees them; without ``model``, they are constants ``_tensor_constantN``). ``constants`` is the
+    byte limit per tensor for keeping the values of literal constants, tensors the forward builds
+    from Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``), in ``g.constants`` so that replay
+    needs nothing else; 0 keeps none.
+
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
     >>> with dt.capture(lin) as g:
@@ -60,10 +72,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ['Linear']
     """
 
-    def __init__(self, model: Any = None, *, source: bool = True) -> None:
+    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT) -> None:
         self._model = model
         self._source = source
-        self._active: tuple[Recorder, Scope, OpMode] | None = None
+        self._constants = constants
+        self._active: tuple[Recorder, Scope, OpMode, RemovableHandle | None] | None = None
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -71,23 +84,45 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                 "this dispatchtrace.capture is already recording; nest a new one instead: "
                 "`with dt.capture(model) as inner:`"
             )
-        recorder = Recorder(self._model, source=self._source)
+        recorder = Recorder(self._model, source=self._source, constants=self._constants)
         scope = Scope(recorder.enter, recorder.exit)
+        keywords = None
         mode = OpMode(recorder.op, recorder.backward_op)
         try:
+            keywords = self._watch_keywords(recorder)
             mode.__enter__()
         except BaseException:
             scope.close()
+            if keywords is not None:
+                keywords.remove()
             raise
-        self._active = (recorder, scope, mode)
+        self._active = (recorder, scope, mode, keywords)
         return recorder.graph
+
+    def _watch_keywords(self, recorder: Recorder) -> RemovableHandle | None:
+        """The global pre-hook gets no keyword arguments: the model's own ``with_kwargs`` pre-hook does."""
+        model = self._model
+        if not isinstance(model, nn.Module):
+            return None
+        thread = threading.get_ident()
+
+        def keywords(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if kwargs and threading.get_ident() == thread:
+                recorder.keywords(module, kwargs)
+
+        try:
+            return model.register_forward_pre_hook(keywords, with_kwargs=True)
+        except RuntimeError:  # a torch.jit.script module takes no Python hooks (nor keyword tensors)
+            return None
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._active is not None
-        recorder, scope, mode = self._active
+        recorder, scope, mode, keywords = self._active
         self._active = None
         try:
             mode.__exit__(exc_type, exc, tb)
         finally:
             scope.close()
+            if keywords is not None:
+                keywords.remove()
             recorder.finish(exc)

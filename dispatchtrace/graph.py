@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import torch.nn as nn
 
     from .depth import Depth
+    from .literals import Literal
     from .render.dot import Layout, Rankdir
     from .replay import Constants
     from .views.collapse import CollapsedGraph, Predicate
@@ -99,6 +100,8 @@ class Call:
     self_params: int | None = None
     source: Source | None = None
     returned: Any = None
+    arguments: Any = None
+    """A top-level call's arguments as passed, refs for tensors: ``(((name, value), ...), {keyword: value})``."""
     _module: Any = None
 
     @property
@@ -164,7 +167,8 @@ class Graph:
 
     ``ops`` in execution order, ``calls`` in entry order (the root excluded), ``root`` the
     synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
-    ``error`` the exception that ended the block early, if any.
+    ``error`` the exception that ended the block early, if any. ``constants`` holds the
+    values of literal constants by name (``literals.Literal``).
     """
 
     def __init__(self) -> None:
@@ -174,6 +178,7 @@ class Graph:
         self.inputs: list[TensorRef] = []
         self.outputs: list[TensorRef] = []
         self.backward_ops: list[Op] = []
+        self.constants: dict[str, Literal] = {}
         self.error: BaseException | None = None
         self.complete: bool = False
 

@@ -27,6 +27,10 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
     ``graph.outputs`` are the outputs of the top-level calls, each once; call inputs and outputs
     list each ref once.
 12. ``backward_ops``: numbered 0.. in order, phase ``backward``, on the root call.
+13. ``arguments``: only top-level calls have ``arguments`` (``((name, value), ...), {keyword: value}``,
+    names unique); every tensor ref in them is one of the call's ``inputs``.
+14. ``constants``: every name in ``graph.constants`` names a ref of kind ``constant`` of the graph,
+    with the dtype and shape of that ref; a literal has a value for each element, or none and a ``why``.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -75,6 +79,8 @@ def lint(graph: Graph) -> None:
     _check_dataflow(graph)
     _check_graph_io(graph)
     _check_backward(graph)
+    _check_arguments(graph)
+    _check_constants(graph)
 
 
 def _op(op: Op) -> str:
@@ -285,3 +291,40 @@ def _check_backward(graph: Graph) -> None:
         if op.index != i or op.phase != "backward" or op.call is not graph.root:
             _fail("backward_ops", f"graph.backward_ops[{i}] is %{op.name} (index {op.index}, phase {op.phase!r}); "
                                   f"backward ops are numbered in order, phase backward, on the root call")
+
+
+def _check_arguments(graph: Graph) -> None:
+    for call in graph.calls:
+        if call.arguments is None:
+            continue
+        if call.parent is not graph.root:
+            _fail("arguments", f"{call!r} has arguments but is not a top-level call; only those record them")
+        positional, keywords = call.arguments
+        names = [name for name, _ in positional] + list(keywords)
+        if len(set(names)) != len(names):
+            _fail("arguments", f"{call!r} names an argument twice in {names}; argument names are unique")
+        inputs = set(map(id, call.inputs))
+        for value in [v for _, v in positional] + list(keywords.values()):
+            for ref in iter_leaves(value):
+                if isinstance(ref, TensorRef) and id(ref) not in inputs:
+                    _fail("arguments", f"{call!r} was passed {ref!r}, which is not among its inputs; every tensor "
+                                       f"argument of a call is one of its inputs")
+
+
+def _check_constants(graph: Graph) -> None:
+    read = {ref.name: ref for _, ref in _refs_of(graph) if ref.kind == "constant"}
+    for name, literal in graph.constants.items():
+        ref = read.get(name)
+        if ref is None:
+            _fail("constants", f"graph.constants holds {name!r}, which is no constant of the graph; each recorded "
+                               f"literal is one")
+        if ref.dtype != literal.dtype or tuple(ref.shape) != tuple(literal.shape):
+            _fail("constants", f"graph.constants[{name!r}] is {literal.dtype} {list(literal.shape)}, but the ref is "
+                               f"{ref.label}; a literal has its constant's dtype and shape")
+        if literal.values is None:
+            if not literal.why:
+                _fail("constants", f"graph.constants[{name!r}] has no values and no why; a literal without a value "
+                                   f"says why")
+        elif len(literal.values) != ref.numel:
+            _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.label}; a "
+                               f"literal has one value per element")

@@ -13,10 +13,12 @@ from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
 from .graph import Call, Graph, Op, op_ranges
+from .literals import LIMIT, literal_of
 from .names import Names
 from .params import count_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
+from .snapshot import has_values
 from .source import Site, SourceTable, user_site
 from .structure import leaves, map_leaves, template, tensor_leaves, tensors_in
 from .tensors import Kind, TensorRef
@@ -25,12 +27,15 @@ from .tracker import Tracker
 Tensor = torch.Tensor
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_aten = torch.ops.aten
+_LIFTS = frozenset({_aten.lift_fresh.default, _aten.lift_fresh_copy.default, _aten.lift.default})
 
 
 class Recorder:
     """Owns the graph being built, the call stack and tensor identity for one capture block."""
 
-    def __init__(self, model: Any, *, source: bool = True) -> None:
+    def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT) -> None:
+        self._limit = constants
         self.builder = GraphBuilder()
         self.graph = self.builder.graph
         self._sites: list[Site | None] | None = [] if source else None
@@ -57,7 +62,10 @@ class Recorder:
             self._n_inputs += 1
             return "input", name
         self._n_constants += 1
-        return "constant", f"_tensor_constant{self._n_constants - 1}"
+        name = f"_tensor_constant{self._n_constants - 1}"
+        if not has_values(t):  # a meta or fake constant: replay will say why it has no value
+            self.builder.set_constant(name, literal_of(t, self._limit))
+        return "constant", name
 
     # ---- module calls ----------------------------------------------------------------------
     def enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
@@ -69,15 +77,19 @@ class Recorder:
         if self._call_sites is not None:
             self._call_sites.append(user_site(2))
         ref_of = self.tracker.ref_of
+        positional: list[tuple[str, Any]] | None = None
         if parent is self.graph.root:
             named = list(leaves(args))
-            self._name_inputs(module, named)
+            names = self._name_inputs(module, named, len(args))
             inputs = [ref_of(t) for _, t in named]
+            positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
         else:
             inputs = [ref_of(t) for t in tensors_in(args)]
         call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
         self.builder.set_call_inputs(call, inputs)
+        if positional is not None:
+            self.builder.set_call_arguments(call, positional, {})
         self.stack.append(call)
         if module._forward_hooks:
             self._watch_user_hooks(module, call)
@@ -99,18 +111,36 @@ class Recorder:
         handle = module.register_forward_hook(last, always_call=True)
         self._late_hooks.append(handle)
 
-    def _name_inputs(self, module: nn.Module, tensors: list[tuple[str, Tensor]]) -> None:
+    def _name_inputs(self, module: nn.Module, tensors: list[tuple[str, Tensor]], n: int) -> list[str]:
+        """Names the top-level call's positional tensors by the forward's parameters (``input_3``
+        past them); returns the names of its ``n`` positional arguments."""
         try:
             params = list(inspect.signature(module.forward).parameters.values())
         except (TypeError, ValueError):
             params = []
         positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        names = [positional[i] if i < len(positional) else f"input_{i}" for i in range(n)]
         for path, t in tensors:
             # path looks like "[0]..." : the top index is the positional argument
             head, _, rest = path[1:].partition("]")
-            i = int(head)
-            base = positional[i] if i < len(positional) else f"input_{i}"
-            self._pending[id(t)] = base + rest
+            self._pending.setdefault(id(t), names[int(head)] + rest)
+        return names
+
+    def keywords(self, module: nn.Module, kwargs: dict[str, Any]) -> None:
+        """The keyword arguments of a call of the model (its own ``with_kwargs`` pre-hook, run after
+        the global one): for a top-level call, its tensors are inputs named by their keyword."""
+        call = self.stack[-1]
+        if call.parent is not self.graph.root or call.module is not module or call.arguments is None:
+            return
+        ref_of = self.tracker.ref_of
+        named = list(leaves(kwargs))
+        for path, t in named:  # path looks like "['input_ids']..."
+            key, _, rest = path[2:].partition("']")
+            self._pending.setdefault(id(t), key + rest)
+        refs = [ref_of(t) for _, t in named]
+        self._pending.clear()
+        self.builder.set_call_inputs(call, [*call.inputs, *refs])
+        self.builder.set_call_arguments(call, call.arguments[0], {k: template(v, ref_of) for k, v in kwargs.items()})
 
     def exit(self, module: nn.Module, output: Any) -> None:
         # pop to the call of this module; calls whose exit hook never ran are closed with it
@@ -145,6 +175,8 @@ class Recorder:
         rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
         op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
                                  tuple(inputs), tuple(producers))
+        if func in _LIFTS and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
+            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
         written = self._record_writes(op, info.written(args, kwargs)) if info.writes else ()
         outputs = self._record_outputs(op, out, written)
         if written:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import operator
 import re
@@ -14,7 +15,7 @@ import torch.nn as nn
 
 from .graph import Call
 from .schema import overload_of
-from .structure import map_leaves, tensor_leaves
+from .structure import iter_leaves, leaves, map_leaves, tensor_leaves
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
@@ -45,8 +46,9 @@ def resolve_target(target: str) -> Any:
 def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
     """A ``GraphModule`` that re-runs the captured ATen ops, in order, on new inputs.
 
-    Its placeholders are ``graph.inputs`` in capture order; it reads parameters and buffers
-    from ``model`` by their dotted names (``get_attr``: the module shares them). In-place ops,
+    It takes the forward's arguments as they were passed (``Call.arguments``: ``mha(x, x, x)``
+    gives ``gm(x, x, x)``, keyword tensors stay keywords), else ``graph.inputs``; it reads
+    parameters and buffers from ``model`` by their dotted names (``get_attr``: it shares them). In-place ops,
     views and ``out=`` ops run as they ran, on the replayed tensors.
 
     It returns what the forward returned, in its structure (``output_structure``): when the
@@ -55,11 +57,10 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were).
     Otherwise (several top-level calls, none) it returns ``graph.outputs`` as a flat tuple.
 
-    Tensors that came from outside the capture and are no input, parameter or buffer of
-    ``model`` (``kind == "constant"``) cannot be replayed from the record alone. By default that
-    raises ``ReplayError`` naming each one; ``constants={name: tensor}`` supplies their values,
-    ``constants="inputs"`` turns them into extra placeholders after the inputs. The placeholder
-    order is in ``gm.meta["dispatchtrace_inputs"]``.
+    Literal constants replay from ``graph.constants``. Other tensors from outside the capture
+    that are no input, parameter or buffer of ``model`` (``kind == "constant"``) raise
+    ``ReplayError`` naming each one; ``constants={name: tensor}`` supplies values,
+    ``constants="inputs"`` makes extra placeholders of them (``gm.meta["dispatchtrace_inputs"]``).
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.randn(3, 4)
@@ -72,6 +73,26 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     ['input']
     """
     return _Replayer(graph, model, constants).build()
+
+
+def bind_arguments(gm: fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The values of ``gm``'s placeholders, in order, for the call ``gm(*args, **kwargs)`` (what
+    ``fx.Interpreter.run`` takes); for a replay whose placeholders are ``graph.inputs``, the tensors
+    of ``args``, each once. ``TypeError`` when the call does not fit.
+
+    >>> import torch, dispatchtrace as dt
+    >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
+    >>> with dt.capture(lin) as g:
+    ...     _ = lin(input=x)
+    >>> [tuple(t.shape) for t in bind_arguments(g.to_fx(lin), (), {"input": x})]
+    [(1, 4)]
+    """
+    if gm.meta.get("dispatchtrace_signature") == "arguments":
+        return list(inspect.signature(gm.forward).bind(*args, **kwargs).arguments.values())
+    seen: dict[int, torch.Tensor] = {}
+    for _, t in leaves(args):
+        seen.setdefault(id(t), t)
+    return list(seen.values())
 
 
 def output_structure(graph: Graph) -> Any:
@@ -134,17 +155,64 @@ class _Replayer:
         if not g.complete:
             raise ReplayError("the capture is still recording; call to_fx after the `with dt.capture(...)` block")
         self._check_externals()
-        for ref in g.inputs:
-            self._placeholder(ref)
+        signature = self._arguments()
+        if not signature:
+            for ref in g.inputs:
+                self._placeholder(ref)
         if self.constants == "inputs":
             for ref in self._refs_of_kind("constant"):
-                self._placeholder(ref)
+                if not self._has_value(ref):
+                    self._placeholder(ref)
         for op in g.ops:
             self._emit(op)
         self.fx.output(self._result(output_structure(g)))
         gm = fx.GraphModule(self.root, self.fx, class_name="Replay")
         gm.meta["dispatchtrace_inputs"] = list(self.input_names)
+        gm.meta["dispatchtrace_signature"] = "arguments" if signature else "inputs"
         return gm
+
+    # ---- the forward's own arguments -----------------------------------------------------------
+    def _arguments(self) -> bool:
+        """One placeholder per argument of the only top-level call, as it was passed (positional,
+        then keywords); the input tensors inside each are picked out of it. False (placeholders are
+        ``graph.inputs``) when there are several top-level calls, none, or inputs outside them."""
+        top = [c for c in self.g.root.children if isinstance(c, Call)]
+        if len(top) != 1 or top[0].arguments is None:
+            return False
+        positional, keywords = top[0].arguments
+        pairs = [*positional, *keywords.items()]
+        passed = {ref.name for _, value in pairs for ref in iter_leaves(value) if isinstance(ref, TensorRef)}
+        if any(ref.name not in passed for ref in self.g.inputs):
+            return False
+        # keywords that hold no tensor go last, with what was passed as their default (the replay
+        # ran with those values: its ops hold them), so gm(x, x, x) works for mha(x, x, x, need_weights=False)
+        plain = [(k, v) for k, v in keywords.items() if type(v) in _PRINTABLE]
+        pairs = [*positional, *[(k, v) for k, v in keywords.items() if type(v) not in _PRINTABLE]]
+        used = {"self"}
+        for i, (name, value) in enumerate([*pairs, *plain]):
+            ident = _ident(name)
+            while ident in used:
+                ident += "_"
+            used.add(ident)
+            if i < len(pairs):
+                self._bind(value, self.fx.placeholder(ident))
+            else:
+                self.fx.placeholder(ident, default_value=value)
+            self.input_names.append(ident)
+        return True
+
+    def _bind(self, value: Any, node: fx.Node) -> None:
+        """Map each input ref inside ``value`` (what ``node`` holds) to ``node`` or an item of it."""
+        if isinstance(value, TensorRef):
+            key = (value.kind, value.name)
+            if value.kind == "input" and key not in self.external:
+                self.external[key] = node
+                node.meta.setdefault("dispatchtrace_ref", value)
+            return
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+        for key, item in items:
+            if any(isinstance(r, TensorRef) and (r.kind, r.name) not in self.external for r in iter_leaves(item)):
+                self._bind(item, self.fx.call_function(_pick, (node, key)))
 
     # ---- externals ---------------------------------------------------------------------------
     def _refs_of_kind(self, kind: str) -> list[TensorRef]:
@@ -164,14 +232,20 @@ class _Replayer:
             for ref in self._refs_of_kind(kind):
                 if ref.name not in self.attrs:
                     missing.append(f"{kind} {ref.name} ({ref.label}, not in the model passed to to_fx)")
-        if self.constants == "error":
+        if self.constants != "inputs":
+            given = self.constants if isinstance(self.constants, Mapping) else {}
             for ref in self._refs_of_kind("constant"):
-                missing.append(f"constant {ref.name} ({ref.label}, first read by {self._first_reader(ref)})")
-        elif isinstance(self.constants, Mapping):
-            for ref in self._refs_of_kind("constant"):
-                if ref.name not in self.constants:
-                    missing.append(f"constant {ref.name} ({ref.label}, first read by {self._first_reader(ref)}; "
-                                   f"not in `constants`)")
+                if ref.name in given or self._has_value(ref):
+                    continue
+                literal = self.g.constants.get(ref.name or "")
+                if literal is not None:
+                    why = f"no value recorded: {literal.why}"
+                else:
+                    why = ""
+                if isinstance(self.constants, Mapping):
+                    why = f"not in `constants`{'; ' * bool(why)}{why}"
+                where = f"first read by {self._first_reader(ref)}"
+                missing.append(f"constant {ref.name} ({ref.label}, {where}{'; ' * bool(why)}{why})")
         if missing:
             raise ReplayError(
                 "these tensors came from outside the capture and are not inputs, parameters or buffers of the "
@@ -179,6 +253,10 @@ class _Replayer:
                 "pass their values with to_fx(model, constants={name: tensor}), or constants='inputs' to make them "
                 "extra placeholders (see gm.meta['dispatchtrace_inputs']); pass the model that owns the parameters"
             )
+
+    def _has_value(self, ref: TensorRef) -> bool:
+        literal = self.g.constants.get(ref.name or "")
+        return literal is not None and literal.values is not None
 
     def _first_reader(self, ref: TensorRef) -> str:
         for op in self.g.ops:
@@ -202,9 +280,11 @@ class _Replayer:
         if node is not None:
             return node
         if ref.kind == "constant":
-            assert isinstance(self.constants, Mapping) and ref.name is not None
+            assert ref.name is not None
             target = _ident(ref.name)
-            self.root.register_buffer(target, self.constants[ref.name])
+            given = self.constants if isinstance(self.constants, Mapping) else {}
+            value = given[ref.name] if ref.name in given else self.g.constants[ref.name].tensor(ref.device)
+            self.root.register_buffer(target, value)
         else:
             assert ref.name is not None
             target = ref.name
@@ -294,6 +374,13 @@ class _Replayer:
             item = self.fx.call_function(operator.getitem, (source, i))
             item.meta["dispatchtrace_op"] = op.index
             self.env[ref.id] = item
+
+
+def _pick(value: Any, key: Any) -> Any:
+    """``value[key]``; a field of a namedtuple or dataclass argument (recorded as a dict) by name."""
+    if isinstance(value, (list, tuple, dict)) and not (isinstance(key, str) and hasattr(value, "_fields")):
+        return value[key]
+    return getattr(value, key)
 
 
 def _set_attr(root: nn.Module, dotted: str, value: torch.Tensor) -> None:

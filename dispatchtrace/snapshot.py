@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -111,3 +113,30 @@ def _same(t: torch.Tensor, saved: torch.Tensor) -> bool:
     if not has_values(t):
         return t.shape == saved.shape and t.stride() == saved.stride()
     return t.shape == saved.shape and t.dtype == saved.dtype and bool(torch.equal(t, saved))
+
+
+class Runs:
+    """Every run starts from the module state and random state verify found (CPU and, once
+    initialized, CUDA generators); the model is put back after each run, even when it raises."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.state = ModuleState(model)
+        self._cpu = torch.get_rng_state()
+        self._cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+    def _reset_random(self) -> None:
+        torch.set_rng_state(self._cpu)
+        if self._cuda is not None:
+            torch.cuda.set_rng_state_all(self._cuda)
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        self._reset_random()
+        try:
+            yield
+        finally:
+            self.state.restore()
+
+    def close(self) -> None:
+        """The random state as verify found it (as ``torch.random.fork_rng`` leaves it)."""
+        self._reset_random()

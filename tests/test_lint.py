@@ -216,3 +216,46 @@ def test_backward_ops_are_numbered_in_order() -> None:
     g.backward_ops.reverse()
     with pytest.raises(LintError, match=r"backward_ops: .*numbered in order"):
         g.lint()
+
+
+class _Literal(torch.nn.Module):
+    def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
+        return x * scale + torch.tensor([1.0, 2.0])
+
+
+def _literal_data() -> Data:
+    m, x, scale = _Literal(), torch.randn(2), torch.tensor(3.0)
+    with dt.capture(m) as g:
+        m(x, scale=scale)
+    g.lint()
+    return copy.deepcopy(to_json(g))
+
+
+def test_a_literal_has_its_constants_dtype_shape_and_values() -> None:
+    data = _literal_data()
+    assert data["constants"]["_tensor_constant0"]["values"] == [1.0, 2.0]
+    from_json(copy.deepcopy(data)).lint()
+    broken = copy.deepcopy(data)
+    broken["constants"]["_tensor_constant0"]["values"] = [1.0]
+    _broken(broken, r"constants: .* has 1 values for f32\[2\]")
+    broken = copy.deepcopy(data)
+    broken["constants"]["_tensor_constant0"]["shape"] = [3]
+    _broken(broken, r"constants: .* dtype and shape")
+    broken = copy.deepcopy(data)
+    broken["constants"]["_tensor_constant7"] = broken["constants"]["_tensor_constant0"]
+    _broken(broken, r"constants: graph.constants holds '_tensor_constant7', which is no constant")
+    broken = copy.deepcopy(data)
+    broken["constants"]["_tensor_constant0"].update(values=None, why=None)
+    _broken(broken, r"constants: .* no values and no why")
+
+
+def test_a_top_level_calls_arguments_are_among_its_inputs() -> None:
+    data = _literal_data()
+    positional, keywords = data["calls"][1]["arguments"]
+    assert [name for name, _ in positional] == ["x"] and [k for k, _ in keywords["$dict"]] == ["scale"]
+    broken = copy.deepcopy(data)
+    broken["calls"][1]["inputs"] = broken["calls"][1]["inputs"][:1]
+    _broken(broken, r"arguments: .* not among its inputs")
+    broken = copy.deepcopy(data)
+    broken["calls"][1]["arguments"][1]["$dict"][0][0] = "x"
+    _broken(broken, r"arguments: .* names an argument twice")

@@ -101,9 +101,11 @@ def test_constants_are_named_and_refused_unless_supplied() -> None:
             return x + torch.tensor([1.0, 2.0, 3.0])
 
     model, x = WithConstant(), torch.randn(2, 3)
-    with dt.capture(model) as g:
+    with dt.capture(model, constants=0) as g:  # values of literals not kept
         y = model(x)
-    with pytest.raises(ReplayError, match=r"constant _tensor_constant0 \(f32\[3\], first read by %lift_fresh = aten\.lift_fresh\.default in WithConstant\)"):
+    assert g.constants["_tensor_constant0"].values is None
+    with pytest.raises(ReplayError, match=r"constant _tensor_constant0 \(f32\[3\], first read by %lift_fresh = "
+                       r"aten\.lift_fresh\.default in WithConstant; no value recorded: recording constants is off"):
         g.to_fx(model)
     given = g.to_fx(model, constants={"_tensor_constant0": torch.tensor([1.0, 2.0, 3.0])})
     torch.testing.assert_close(given(x), y)
@@ -112,6 +114,27 @@ def test_constants_are_named_and_refused_unless_supplied() -> None:
     torch.testing.assert_close(as_inputs(x, torch.tensor([1.0, 2.0, 3.0])), y)
     with pytest.raises(ReplayError, match="not in `constants`"):
         g.to_fx(model, constants={})
+
+
+@pytest.mark.parametrize("limit", [12, 11])
+def test_literal_constants_up_to_the_byte_limit_replay_from_the_record(limit: int) -> None:
+    class WithConstant(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.tensor([1.0, 2.0, 3.0])  # 12 bytes
+
+    model, x = WithConstant(), torch.randn(2, 3)
+    with dt.capture(model, constants=limit) as g:
+        model(x)
+    literal = g.constants["_tensor_constant0"]
+    assert (literal.dtype, literal.shape) == ("float32", (3,))
+    if limit == 12:
+        assert literal.values == (1.0, 2.0, 3.0)
+        x2 = torch.randn(2, 3)
+        torch.testing.assert_close(g.to_fx(model)(x2), model(x2))
+    else:
+        assert literal.values is None and "12 bytes, over the capture limit of 11" in str(literal.why)
+        with pytest.raises(ReplayError, match="over the capture limit of 11"):
+            g.to_fx(model)
 
 
 def test_parameters_of_another_model_are_refused_by_name() -> None:
@@ -177,7 +200,9 @@ def test_ops_with_optional_outputs_use_the_leaves_helper() -> None:
         assert "aten._native_multi_head_attention.default" in targets  # the fused fast path ran
         gm = g.to_fx(mha)
         assert tensor_leaves in [n.target for n in gm.graph.nodes]
-        torch.testing.assert_close(gm(x), (want, None))
+        torch.testing.assert_close(gm(x, x, x), (want, None))  # need_weights: its default is what was passed
+        torch.testing.assert_close(gm(x, x, x, need_weights=False), (want, None))
+        assert gm.meta["dispatchtrace_inputs"] == ["query", "key", "value", "need_weights"]
 
 
 def test_resolve_target_says_what_to_import() -> None:
@@ -238,3 +263,25 @@ def test_several_top_level_calls_replay_as_the_flat_tuple_of_their_outputs() -> 
     got = g.to_fx(owner)(x)
     assert type(got) is tuple and len(got) == 2
     torch.testing.assert_close(got, (h, y))
+
+
+def test_under_fake_tensor_mode_a_literal_keeps_its_value_and_a_fake_constant_says_it_has_none() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class Half(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.arange(4.0)  # made under the mode: a fake constant, no value
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * torch.tensor(0.5) + self.table  # torch.tensor(0.5) is real Python data even here
+
+    with FakeTensorMode():
+        m, x = Half(), torch.randn(4)
+        with dt.capture(m) as g:
+            m(x)
+    g.lint()
+    assert g.constants["_tensor_constant0"].values == (0.5,)
+    assert g.constants["_tensor_constant1"].why == "fake tensors hold no values"
+    with pytest.raises(ReplayError, match=r"constant _tensor_constant1 \(f32\[4\], .*no value recorded: fake tensors hold no values"):
+        g.to_fx(m)

@@ -214,15 +214,15 @@ def test_every_field_of_the_data_model_is_saved() -> None:
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view",
              "producers", "users", "phase", "source"},
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
-               "params", "self_params", "source", "returned", "_module"},
+               "params", "self_params", "source", "returned", "arguments", "_module"},
         TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name", "slot"},
     }
     for cls, known in saved.items():
         new = {f.name for f in fields(cls)} - known
         assert not new, f"serialize.py does not save {cls.__name__}.{sorted(new)}; extend it and docs/format.md"
     graph_attrs = set(vars(Graph()))
-    assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "backward_ops", "error", "complete"}, (
-        f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'backward_ops', 'error', 'complete'})}")
+    assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "backward_ops", "error", "complete", "constants"}, (
+        f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'backward_ops', 'error', 'complete', 'constants'})}")
 
 
 def test_returned_structures_round_trip(tmp_path) -> None:
@@ -238,3 +238,62 @@ def test_returned_structures_round_trip(tmp_path) -> None:
     got = loaded.calls[0].returned
     assert got["a"][1] is None and got["b"][1] == 3
     assert got["a"][0] is loaded.ops[0].outputs[0] and got["b"][0] is loaded.ops[1].outputs[0]
+
+
+def test_save_and_dash_o_create_missing_folders_alike(tmp_path) -> None:
+    from dispatchtrace import cli
+
+    lin = torch.nn.Linear(4, 2)
+    with dt.capture(lin) as g:
+        lin(torch.ones(1, 4))
+    g.save(tmp_path / "a" / "b" / "t.json")
+    assert cli.main(["coolcnn", "-o", str(tmp_path / "c" / "d" / "t.json")]) == 0
+    assert str(load(tmp_path / "a" / "b" / "t.json")) == str(g)
+    assert load(tmp_path / "c" / "d" / "t.json").calls[0].type == "CoolCNN"
+
+
+def test_a_loaded_error_is_the_builtin_type_or_a_saved_error_stand_in() -> None:
+    from dispatchtrace.serialize import SavedError
+
+    class Custom(Exception):
+        pass
+
+    for error, builtin in ((KeyError("k"), True), (NotImplementedError("n"), True), (Custom("c"), False),
+                           (torch.OutOfMemoryError("oom"), False)):
+        lin = torch.nn.Linear(4, 2)
+        with pytest.raises(type(error)), dt.capture(lin) as g:
+            lin(torch.ones(1, 4))
+            raise error
+        loaded = loads(dumps(g)).error
+        assert type(loaded).__name__ == type(error).__name__ and str(loaded) == str(error)
+        if builtin:
+            assert type(loaded) is type(error)
+        else:
+            assert isinstance(loaded, SavedError) and loaded.type == f"{type(error).__module__}.{type(error).__name__}"
+            assert loads(dumps(loads(dumps(g)))).error.type == loaded.type  # kept through a second save
+
+
+def test_version_must_be_the_integer_this_reader_reads() -> None:
+    lin = torch.nn.Linear(4, 2)
+    with dt.capture(lin) as g:
+        lin(torch.ones(1, 4))
+    data = json.loads(dumps(g))
+    for version, word in (("1", "not an integer"), (1.0, "not an integer"), (True, "not an integer"),
+                          (0, "older"), (2, "newer")):
+        with pytest.raises(FormatError, match=word):
+            loads(json.dumps({**data, "version": version}))
+
+
+def test_literal_constants_and_arguments_round_trip() -> None:
+    class M(torch.nn.Module):
+        def forward(self, x, *, scale, flag=False):
+            return x * scale + torch.tensor([float("inf"), 2.0]) + torch.tensor(3, dtype=torch.int64)
+
+    m, x, scale = M(), torch.randn(2), torch.tensor(2.0)
+    with dt.capture(m) as g:
+        m(x, scale=scale, flag=True)
+    loaded = loads(dumps(g))
+    assert loaded.constants == g.constants and len(g.constants) == 2
+    assert repr(loaded.calls[0].arguments) == repr(g.calls[0].arguments)
+    x2, s2 = torch.randn(2), torch.tensor(5.0)
+    torch.testing.assert_close(loaded.to_fx(m)(x2, scale=s2), m(x2, scale=s2, flag=True))

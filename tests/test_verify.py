@@ -91,15 +91,19 @@ def test_random_ops_draw_the_same_numbers_in_every_run_and_the_global_state_is_l
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_keyword_tensors_and_tensors_made_in_forward_come_from_the_eager_run() -> None:
+def test_keyword_tensors_are_inputs_literals_are_recorded_and_attributes_come_from_the_eager_run() -> None:
     class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.table = torch.tensor([3.0, 4.0])  # a plain tensor attribute: a constant with no recorded value
+
         def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
-            return x * scale + torch.tensor([1.0, 2.0])
+            return x * scale + torch.tensor([1.0, 2.0]) + self.table
 
     report = dt.verify(Scaled(), torch.randn(3, 2), scale=torch.tensor(4.0))
     assert report, str(report)
-    assert report.constants == 2
-    assert "2 constants taken from the eager run" in str(report)
+    assert report.constants == 1
+    assert "1 constants taken from the eager run" in str(report)
 
 
 def test_inputs_mutated_in_forward_are_left_alone() -> None:

@@ -101,7 +101,7 @@ def test_the_detection_model_replays_its_list_of_dicts() -> None:
         want = model(images)
     g.lint()
     gm = g.to_fx(model, constants=_constant_values(g, model, (images,), {}))
-    got = gm(*images)  # placeholders: the tensors of the positional arguments, flattened
+    got = gm(images)  # called as the model was
     assert type(got) is list and len(got) == len(want) == 1
     assert type(got[0]) is dict and list(got[0]) == ["boxes", "labels", "scores"]
     torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -1,0 +1,213 @@
+"""Load a capture saved as JSON back into a real ``Graph``, checking every record on the way (``Graph.lint``)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+from typing import Any
+
+from .builder import GraphBuilder
+from .graph import Call, Graph
+from .jsonvalues import FORMAT, VERSION, FormatError, _unrecord, _unvalue
+from .lint import LintError
+from .literals import Literal
+from .tensors import TensorRef
+
+
+def loads(text: str, *, where: str = "the text") -> Graph:
+    """A ``Graph`` from JSON text written by ``dumps`` / ``save``."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        stripped = text.strip()
+        truncated = stripped.startswith("{") and not stripped.endswith("}")
+        hint = " (it looks truncated)" if truncated else ""
+        raise FormatError(f"{where} is not valid JSON{hint}: {e}; save the capture again with g.save(path)") from None
+    return from_json(data, where=where)
+
+
+def load(path: str | os.PathLike[str]) -> Graph:
+    """Read a capture written by ``g.save(path)``; views, summary and diagrams work on it without the model."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    where = os.fspath(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        kind = "a binary file" if b"\0" in raw[:4096] else "not UTF-8 text"
+        raise FormatError(f"{where} is {kind} (byte {e.start} cannot be read as UTF-8), not a dispatchtrace capture; "
+                          "pass a file written by g.save(path) or `dispatchtrace MODEL -o trace.json`") from None
+    return loads(text, where=where)
+
+
+def from_json(data: Any, *, where: str = "the data") -> Graph:
+    """A ``Graph`` from the dict ``to_json`` returns."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise FormatError(f"{where} is not a dispatchtrace capture (no \"format\": \"dispatchtrace\" field); "
+                          "write one with g.save(path)")
+    version = data.get("version")
+    if type(version) is not int:
+        raise FormatError(f"{where} has format version {version!r}, which is not an integer: the file was not written "
+                          f"by dispatchtrace or was edited; save the capture again with g.save(path)")
+    if version < VERSION:
+        raise FormatError(f"{where} has format version {version}, older than the {VERSION} this dispatchtrace reads "
+                          f"(no release wrote it); save the capture again with g.save(path)")
+    if version > VERSION:
+        raise FormatError(f"{where} has format version {version}, newer than the {VERSION} this dispatchtrace "
+                          f"reads; upgrade it (pip install -U dispatchtrace)")
+    try:
+        graph = _Loader(data).build()
+    except FormatError as e:
+        raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
+                          "save the capture again with g.save(path)") from None
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise FormatError(f"{where} is a damaged dispatchtrace capture ({type(e).__name__}: {e}); "
+                          "save the capture again with g.save(path)") from None
+    try:
+        graph.lint()
+    except LintError as e:
+        raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
+                          "save the capture again with g.save(path)") from None
+    return graph
+
+
+class _Loader:
+    """One ``from_json``: replays the file's calls and ops through a ``GraphBuilder`` in the order
+    they ran (depth first through ``children``), checking that the file's own numbering agrees."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.builder = GraphBuilder()
+        self.graph = self.builder.graph
+        self.call_entries: list[dict[str, Any]] = data["calls"]
+        self.op_entries: list[dict[str, Any]] = data["ops"]
+        self.calls: list[Call | None] = [self.graph.root] + [None] * (len(self.call_entries) - 1)
+        self.sources = [_unrecord(r) for r in data["sources"]]
+        self.rows = {row[0]: row for row in data["tensors"]}
+        self.refs: dict[int, TensorRef] = {}
+        self.at = -1  # the op being loaded; every op after it is yet to come
+
+    def build(self) -> Graph:
+        self._enter(self.graph.root, 0)
+        self.at = len(self.graph.ops) - 1
+        if len(self.graph.ops) != len(self.op_entries):
+            missing = len(self.graph.ops)
+            raise FormatError(f"op {missing} ({self.op_entries[missing]['name']}) is in no call's children: "
+                              f"every op must be a child of the call that ran it")
+        if None in self.calls:
+            missing = self.calls.index(None)
+            raise FormatError(f"call {missing} ({self.call_entries[missing]['path']!r}) is in no call's "
+                              f"children: every call must be a child of its parent")
+        calls: list[Call] = self.calls  # type: ignore[assignment]
+        for call, c in zip(calls, self.call_entries, strict=True):
+            self._finish_call(call, c)
+        for name, target in self.data["backward_ops"]:
+            self.builder.add_backward_op(name, target)
+        params = self.data["params"]
+        for call, (n, own) in zip(calls, params["calls"], strict=True):
+            call.params, call.self_params = n, own
+        self.graph.root.params = params["total"]
+        self.builder.set_graph_io(self._refs(self.data["inputs"]), self._refs(self.data["outputs"]))
+        error = self.data["error"]
+        for name, lit in self.data.get("constants", {}).items():
+            values = lit["values"]
+            self.builder.set_constant(name, Literal(lit["dtype"], tuple(lit["shape"]),
+                                                    None if values is None else tuple(self._unvalue(v) for v in values),
+                                                    lit.get("why")))
+        return self.builder.finish(None if error is None else _error(error["type"], error["message"], error.get("module")),
+                                   complete=self.data["complete"])
+
+    # ---- in execution order --------------------------------------------------------------------
+    def _enter(self, call: Call, ci: int) -> None:
+        for kind, ix in self.call_entries[ci]["children"]:
+            if kind == "call":
+                self._enter(self._add_call(call, ci, ix), ix)
+            elif kind == "op":
+                self._add_op(call, ci, ix)
+            else:
+                raise FormatError(f"call {ci} has a child of unknown kind {kind!r} (expected \"call\" or \"op\")")
+
+    def _add_call(self, parent: Call, pi: int, ix: int) -> Call:
+        c = self.call_entries[ix]
+        if ix == 0 or self.calls[ix] is not None or c["parent"] != pi:
+            raise FormatError(f"call {ix} ({c['path']!r}) is listed among the children of call {pi}, but its "
+                              f"parent is {c['parent']!r}: each call is a child of its parent, once")
+        call = self.builder.add_call(parent, c["path"], c["type"], c["index"], repeat=c["repeat"])
+        if c["depth"] != call.depth:
+            raise FormatError(f"call {ix} ({c['path']!r}) has depth {c['depth']}, but its parent's depth is "
+                              f"{parent.depth}: a call's depth is its parent's plus one")
+        self.calls[ix] = call
+        return call
+
+    def _add_op(self, call: Call, ci: int, ix: int) -> None:
+        o = self.op_entries[ix]
+        n = self.at = len(self.graph.ops)
+        if ix != n:
+            raise FormatError(f"op {ix} ({o['name']}) runs as op {n} in the calls' children: ops must be listed "
+                              f"in the order they ran (their index is their position in execution order)")
+        if o["call"] != ci:
+            raise FormatError(f"op {ix} ({o['name']}) says it ran in call {o['call']}, but is a child of call {ci}")
+        for p in o["producers"]:
+            if not 0 <= p < n:
+                raise FormatError(f"op {ix} ({o['name']}) lists op {p} as a producer, which did not run before "
+                                  f"it: every op's producers precede it")
+        op = self.builder.add_op(
+            call, o["name"], o["target"], tuple(self._unvalue(a) for a in o["args"]),
+            {k: self._unvalue(v) for k, v in o["kwargs"].items()}, tuple(self._refs(o["inputs"])),
+            tuple(self.graph.ops[p] for p in o["producers"]), phase=o.get("phase", "forward"))
+        self.builder.set_outputs(op, tuple(self._refs(o["outputs"])), tuple(self._refs(o["mutated"])), o["is_view"])
+        if o.get("source") is not None:
+            op.source = self.sources[o["source"]]
+
+    def _finish_call(self, call: Call, c: dict[str, Any]) -> None:
+        if c.get("source") is not None:
+            call.source = self.sources[c["source"]]
+        self.builder.set_call_inputs(call, self._refs(c["inputs"]))
+        returned = c.get("returned")
+        self.builder.set_call_result(call, self._refs(c["outputs"]),
+                                     None if returned is None else self._unvalue(returned))
+        arguments = c.get("arguments")
+        if arguments is not None:
+            positional, keywords = self._unvalue(arguments)
+            self.builder.set_call_arguments(call, [tuple(p) for p in positional], keywords)
+
+    # ---- tensors ---------------------------------------------------------------------------------
+    def _ref(self, rid: int) -> TensorRef:
+        ref = self.refs.get(rid)
+        if ref is None:
+            _, shape, dtype, device, storage, version, producer, kind, name, slot = self.rows[rid]
+            if producer is not None and not 0 <= producer <= self.at:
+                raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
+                                  f"a tensor is used only after the op that produced it")
+            ref = self.refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
+                                             None if producer is None else self.graph.ops[producer], kind, name, slot)
+        return ref
+
+    def _refs(self, ids: list[int]) -> list[TensorRef]:
+        return [self._ref(r) for r in ids]
+
+    def _unvalue(self, v: Any) -> Any:
+        return _unvalue(v, self._ref)
+
+
+class SavedError(Exception):
+    """Base of the stand-ins for a loaded ``g.error`` whose type is not a built-in exception: a class
+    of the same name (``type(g.error).__name__``), the message as ``str(g.error)``, ``.type`` the
+    saved ``module.Qualname``. Its traceback is not saved."""
+
+    type: str = ""
+
+
+def _error(type_name: str, message: str, module: str | None = None) -> BaseException:
+    """The exception that ended the capture: the built-in type itself (``RuntimeError``), else a
+    ``SavedError`` named like it."""
+    found = getattr(builtins, type_name, None) if module in (None, "builtins") else None
+    if isinstance(found, type) and issubclass(found, BaseException):
+        try:
+            return found(message)
+        except TypeError:  # a built-in that wants other arguments (UnicodeDecodeError)
+            pass
+    name = type_name if type_name.isidentifier() else "CaptureError"
+    qualified = f"{module}.{type_name}" if module else type_name
+    return type(name, (SavedError,), {"__module__": "dispatchtrace.deserialize", "type": qualified})(message)
