@@ -72,7 +72,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                 "`with dt.capture(model) as inner:`"
             )
         recorder = Recorder(self._model, source=self._source)
-        scope = Scope(recorder.enter, recorder.exit)
+        scope = Scope(recorder.enter, recorder.exit, recorder.note)
         mode = OpMode(recorder.op, recorder.backward_op)
         try:
             mode.__enter__()

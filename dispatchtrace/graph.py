@@ -163,7 +163,9 @@ class Graph:
 
     ``ops`` in execution order, ``calls`` in entry order (the root excluded), ``root`` the
     synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
-    ``error`` the exception that ended the block early, if any.
+    ``error`` the exception that ended the block early, if any, ``notes`` what the capture could
+    not see (a ``torch.jit.script`` module's inner calls, a ``torch.compile``'d model run eagerly),
+    one sentence each.
     """
 
     def __init__(self) -> None:
@@ -175,6 +177,7 @@ class Graph:
         self.backward_ops: list[Op] = []
         self.error: BaseException | None = None
         self.complete: bool = False
+        self.notes: list[str] = []
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)

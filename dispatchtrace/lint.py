@@ -27,6 +27,7 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
     ``graph.outputs`` are the outputs of the top-level calls, each once; call inputs and outputs
     list each ref once.
 12. ``backward_ops``: numbered 0.. in order, phase ``backward``, on the root call.
+13. ``notes``: ``graph.notes`` is a list of non-empty strings, each once.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -75,6 +76,7 @@ def lint(graph: Graph) -> None:
     _check_dataflow(graph)
     _check_graph_io(graph)
     _check_backward(graph)
+    _check_notes(graph)
 
 
 def _op(op: Op) -> str:
@@ -285,3 +287,11 @@ def _check_backward(graph: Graph) -> None:
         if op.index != i or op.phase != "backward" or op.call is not graph.root:
             _fail("backward_ops", f"graph.backward_ops[{i}] is %{op.name} (index {op.index}, phase {op.phase!r}); "
                                   f"backward ops are numbered in order, phase backward, on the root call")
+
+
+def _check_notes(graph: Graph) -> None:
+    notes = graph.notes
+    if not isinstance(notes, list) or not all(isinstance(n, str) and n for n in notes):
+        _fail("notes", f"graph.notes is {notes!r}; notes are a list of non-empty strings")
+    if len(set(notes)) != len(notes):
+        _fail("notes", "graph.notes lists a note twice; each note is listed once")

@@ -17,6 +17,7 @@ from .names import Names
 from .params import count_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
+from .scope import Hidden, hidden_note
 from .source import Site, SourceTable, user_site
 from .structure import leaves, map_leaves, template, tensor_leaves, tensors_in
 from .tensors import Kind, TensorRef
@@ -81,6 +82,10 @@ class Recorder:
         self.stack.append(call)
         if module._forward_hooks:
             self._watch_user_hooks(module, call)
+
+    def note(self, module: nn.Module, kind: Hidden) -> None:
+        """A call the module hooks see only in part (``scope.hidden_kind``): the graph says so."""
+        self.builder.add_note(hidden_note(kind, self.names.path(module), module))
 
     def _watch_user_hooks(self, module: nn.Module, call: Call) -> None:
         """The module's own forward hooks run after the global one and may replace its output:

@@ -268,6 +268,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "tensors": [_tensor_row(r) for r in sorted(t.refs.values(), key=lambda r: r.id)],
         "calls": call_entries, "ops": ops, "sources": t.sources,
         "backward_ops": [[op.name, op.target] for op in graph.backward_ops],
+        "notes": list(graph.notes),
         "inputs": graph_inputs, "outputs": graph_outputs,
         "params": {"total": graph.root.params, "calls": [[c.params, c.self_params] for c in calls]},
     }
@@ -365,6 +366,8 @@ class _Loader:
             self._finish_call(call, c)
         for name, target in self.data["backward_ops"]:
             self.builder.add_backward_op(name, target)
+        for note in self.data.get("notes", []):  # files written before notes existed have none
+            self.builder.add_note(note)
         params = self.data["params"]
         for call, (n, own) in zip(calls, params["calls"], strict=True):
             call.params, call.self_params = n, own

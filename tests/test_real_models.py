@@ -148,28 +148,27 @@ def test_a_literal_constant_on_meta_says_it_has_no_value() -> None:
 # ---- calls that are not forward calls ----------------------------------------------------------
 
 class CK(nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, reentrant: bool = False) -> None:
         super().__init__()
         self.a = nn.Linear(4, 4)
+        self.reentrant = reentrant
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return checkpoint(self.a, x, use_reentrant=False)
+        return checkpoint(self.a, x, use_reentrant=self.reentrant)
 
 
-@issue10("module calls made while backward recomputes a checkpoint land in g.calls")
-def test_checkpoint_recomputation_in_backward_is_kept_out_of_the_calls() -> None:
-    m, x = CK(), torch.randn(2, 4, requires_grad=True)
+@pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+def test_checkpoint_recomputation_in_backward_is_kept_out_of_the_calls(reentrant: bool) -> None:
+    m, x = CK(reentrant), torch.randn(2, 4, requires_grad=True)
     with dt.capture(m) as g:
         m(x).sum().backward()
+    assert x.grad is not None and g.backward_ops  # backward ran inside the block, its ops kept apart
     assert [c.label for c in g.calls] == ["CK", "a"]
     assert [c.type for c in g.root.children if isinstance(c, dt.Call)] == ["CK"]
-
-
-def test_checkpoint_without_backward_has_the_forward_calls() -> None:
-    m, x = CK(), torch.randn(2, 4, requires_grad=True)
-    with dt.capture(m) as g:
-        m(x)
-    assert [c.label for c in g.calls] == ["CK", "a"]
+    assert [op.call.label for op in g.ops if op.call is not g.root] == ["a", "a"]  # t, addmm: the forward's only
+    assert [row.label for row in g.summary()] == ["CK", "a"]
+    assert "#1" not in str(g.tree()) and str(g.tree()).count("Linear") == 1
+    g.lint()
 
 
 # ---- aliasing precision ------------------------------------------------------------------------
@@ -320,13 +319,91 @@ def test_verify_on_meta_compares_shapes_only() -> None:
 
 # ---- where hooks cannot see --------------------------------------------------------------------
 
-@issue10("a torch.jit.script module hides its submodule calls and the graph does not say so")
-def test_a_scripted_module_gets_a_note() -> None:
-    m = torch.jit.script(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+def test_a_scripted_module_gets_a_note(tmp_path: Path) -> None:
+    m, x = torch.jit.script(nn.Sequential(nn.Linear(4, 4), nn.ReLU())), torch.randn(2, 4)
+    with dt.capture(m) as g:
+        m(x)
+    assert len(g.calls) == 1 and [op.short for op in g.ops][:3] == ["aten::t", "aten::addmm", "aten::relu"]
+    assert all(op.call is g.calls[0] for op in g.ops)  # the ops are seen, all labelled with the scripted call
+    assert len(g.notes) == 1 and "torch.jit.script" in g.notes[0] and g.notes[0].startswith("Sequential "), g.notes
+    g.save(tmp_path / "s.json")
+    assert dt.load(tmp_path / "s.json").notes == g.notes
+
+
+def test_a_scripted_submodule_note_names_its_path() -> None:
+    m = nn.Sequential(nn.Linear(4, 4), torch.jit.script(nn.Sequential(nn.Linear(4, 4), nn.ReLU())))
     with dt.capture(m) as g:
         m(torch.randn(2, 4))
-    notes = getattr(g, "notes", ())  # the attribute name is this test's guess; the issue names none
-    assert any("script" in str(n) for n in notes), notes
+        m(torch.randn(2, 4))  # called twice: noted once
+    assert [c.path for c in g.calls] == ["", "0", "1"] * 2
+    assert len(g.notes) == 1 and g.notes[0].startswith("1 is a torch.jit.script module"), g.notes
+
+
+def test_a_plain_model_has_no_notes() -> None:
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with dt.capture(m) as g:
+        m(torch.randn(2, 4))
+    assert g.notes == []
+
+
+def test_the_cli_prints_the_note_on_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "nets.py").write_text("import torch, torch.nn as nn\n"
+                                      "def scripted():\n"
+                                      "    return torch.jit.script(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))\n")
+    code, out, err = _main(capsys, f"{tmp_path / 'nets.py'}:scripted", "--input", "2x4")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if "note" in line]
+    assert len(notes) == 1 and "torch.jit.script" in notes[0], err
+    assert "note" not in out
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def _compiled(m: nn.Module) -> nn.Module:
+    # backend="eager": the behaviour is the same with inductor (TorchDynamo skips every frame while a
+    # dispatch mode is on the stack), and it needs no C compiler
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*global hooks on modules.*")
+    return torch.compile(m, backend="eager")
+
+
+@pytest.mark.parametrize("given", ["compiled", "original"])
+def test_a_compiled_model_has_its_original_paths_and_a_note(given: str) -> None:
+    torch.manual_seed(0)
+    m, x = Tiny(), torch.randn(2, 4)
+    with dt.capture(m) as eager:
+        want = m(x)
+    cm = _compiled(m)
+    with dt.capture(cm if given == "compiled" else m) as g:
+        got = cm(x)
+    torch.testing.assert_close(got, want)
+    assert [(c.path, c.type) for c in g.calls] == [(c.path, c.type) for c in eager.calls]
+    assert [c.path for c in g.calls] == ["", "body", "body.0", "body.1", "head"]
+    assert [op.target for op in g.ops] == [op.target for op in eager.ops]  # the eager ATen ops
+    assert sorted(r.name for op in g.ops for r in op.inputs if r.kind == "parameter") == sorted(
+        r.name for op in eager.ops for r in op.inputs if r.kind == "parameter")
+    assert len(g.notes) == 1 and "torch.compile" in g.notes[0] and "eager" in g.notes[0], g.notes
+    assert eager.notes == []
+    g.lint()
+    torch.testing.assert_close(g.to_fx(m)(x), want)
+
+
+def test_a_compiled_submodule_keeps_its_path() -> None:
+    m = Tiny()
+    m.body = _compiled(m.body)
+    with dt.capture(m) as g:
+        m(torch.randn(2, 4))
+    assert [c.path for c in g.calls] == ["", "body", "body.0", "body.1", "head"]
+    assert g.notes and g.notes[0].startswith("body is torch.compile'd"), g.notes
 
 
 # ---- command line and files --------------------------------------------------------------------
@@ -469,8 +546,6 @@ KNOWN = {
     "hf mixtral": "literal constants: the default cache's torch.tensor([]) has no value",
     "hf whisper": "keyword inputs: input_features/decoder_input_ids become constants",
     "timm swin (dynamic mask)": "literal constants: img_mask[...] = cnt lifts a scalar with no value",
-    "checkpoint (nn)": "backward-time calls: checkpoint's recomputation lands in g.calls",
-    "hf gpt2 (gradient checkpointing)": "backward-time calls: recomputed layers land in g.calls as top-level calls",
 }
 
 
