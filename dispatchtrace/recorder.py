@@ -166,9 +166,9 @@ class Recorder:
     def _recorder_of_args(self, inputs: list[TensorRef], producers: dict[Op, None],
                           view: Any = None) -> Callable[[Any], Any]:
         """How one argument leaf is recorded: a tensor as its current ref, appended to ``inputs``,
-        its producer and the last writers of its bytes (when they wrote after it) to ``producers``; a known symbolic
-        size as its value; anything else as it is. ``view``: the result of a view op, whose bytes
-        are the ones it reads of its base."""
+        its producer and the last writers of its bytes (when they wrote after it) to ``producers``;
+        a known symbolic size as its value; anything else as it is. ``view``: the result of a view
+        op, whose bytes are the ones it reads of its base."""
         refreshed = self.tracker.refreshed
         writers = self.tracker.writers
 
