@@ -60,7 +60,7 @@ def span(t: Tensor) -> tuple[int, float, bool]:
 
     >>> z = torch.zeros(2, 3)
     >>> span(z), span(z[1]), span(z[:, 1]), span(z[:0])
-    ((0, 24, True), (12, 24, True), (4, 24, False), (0, 0, True))
+    ((0, 24, True), (12, 24, True), (4, 20, False), (0, 0, True))
     """
     try:
         n = t.numel()
