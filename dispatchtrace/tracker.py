@@ -204,11 +204,11 @@ class Tracker:
 
     def write(self, t: Tensor, op: Op) -> StorageState:
         """``op`` wrote ``t`` (called after it ran): a new version of ``t``'s storage, with the bytes
-        ``t`` covers (``span``) written by ``op``. When ``t`` now views another storage (``set_``),
+        ``t`` covers (``span``) written by ``op``. When ``t`` now views another storage (``aten.set_``),
         ``t`` moves to that storage, which gets a new version with no byte written."""
         s = self.known(t)
         storage = s.storage
-        if storage.key is not None:
+        if storage.key is not None and op.target.startswith("aten.set_"):
             try:
                 moved = t.untyped_storage()._cdata != storage.key
             except Exception:  # noqa: BLE001 - a storage that is gone: t wrote its own
