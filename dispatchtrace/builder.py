@@ -105,6 +105,11 @@ class GraphBuilder:
         self.graph.inputs = list(dict.fromkeys(inputs))
         self.graph.outputs = list(dict.fromkeys(outputs))
 
+    def add_note(self, text: str) -> None:
+        """A sentence saying what the capture could not see (``graph.notes``), each once."""
+        if text not in self.graph.notes:
+            self.graph.notes.append(text)
+
     def finish(self, error: BaseException | None, *, complete: bool = True) -> Graph:
         """The graph, with the exception that ended the block (if any); ``complete`` once the block exited."""
         graph = self.graph

@@ -85,7 +85,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                 "`with dt.capture(model) as inner:`"
             )
         recorder = Recorder(self._model, source=self._source, constants=self._constants)
-        scope = Scope(recorder.enter, recorder.exit)
+        scope = Scope(recorder.enter, recorder.exit, recorder.note)
         keywords = None
         mode = OpMode(recorder.op, recorder.backward_op)
         try:
@@ -107,7 +107,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         thread = threading.get_ident()
 
         def keywords(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            if kwargs and threading.get_ident() == thread:
+            if kwargs and threading.get_ident() == thread and _graph_task_id() == -1:  # not a recomputation in backward
                 recorder.keywords(module, kwargs)
 
         try:

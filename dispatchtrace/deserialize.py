@@ -104,6 +104,8 @@ class _Loader:
             self._finish_call(call, c)
         for name, target in self.data["backward_ops"]:
             self.builder.add_backward_op(name, target)
+        for note in self.data.get("notes", []):  # optional: a capture that saw everything has none
+            self.builder.add_note(note)
         params = self.data["params"]
         for call, (n, own) in zip(calls, params["calls"], strict=True):
             call.params, call.self_params = n, own

@@ -168,7 +168,9 @@ class Graph:
     ``ops`` in execution order, ``calls`` in entry order (the root excluded), ``root`` the
     synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
     ``error`` the exception that ended the block early, if any. ``constants`` holds the
-    values of literal constants by name (``literals.Literal``).
+    values of literal constants by name (``literals.Literal``); ``notes`` what the capture could
+    not see (a ``torch.jit.script`` module's inner calls, a ``torch.compile``'d model run eagerly),
+    one sentence each.
     """
 
     def __init__(self) -> None:
@@ -181,6 +183,7 @@ class Graph:
         self.constants: dict[str, Literal] = {}
         self.error: BaseException | None = None
         self.complete: bool = False
+        self.notes: list[str] = []
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)

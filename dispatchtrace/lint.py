@@ -19,8 +19,9 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
    ``slot`` (or a refreshed version of it: same storage, a later version); an op's outputs name it
    as producer with their position as slot; a ref without producer is no ``activation``.
 8. ``producers``: each op's producers are ops of this graph that ran before it, each once; they
-   include the producer of every tensor it reads, and each is such a producer or the last writer
-   of such a tensor's storage.
+   include the producer of every tensor it reads, and each is such a producer or an op that wrote
+   such a tensor's storage after the tensor was made (its producer's output version) and no later
+   than the version read.
 9. ``users``: each op's users are exactly the ops that list it as a producer, in execution order.
 10. ``inputs``: an op's ``inputs`` are the tensor refs in its ``args`` then ``kwargs``, in order.
 11. ``graph inputs/outputs``: ``graph.inputs`` are refs of kind ``input`` without producer;
@@ -31,6 +32,7 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
     names unique); every tensor ref in them is one of the call's ``inputs``.
 14. ``constants``: every name in ``graph.constants`` names a ref of kind ``constant`` of the graph,
     with the dtype and shape of that ref; a literal has a value for each element, or none and a ``why``.
+15. ``notes``: ``graph.notes`` is a list of non-empty strings, each once.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -81,6 +83,7 @@ def lint(graph: Graph) -> None:
     _check_backward(graph)
     _check_arguments(graph)
     _check_constants(graph)
+    _check_notes(graph)
 
 
 def _op(op: Op) -> str:
@@ -166,11 +169,14 @@ def _check_call_indices(graph: Graph) -> None:
 def _check_dataflow(graph: Graph) -> None:
     ops = graph.ops
     expected_users: dict[int, list[Op]] = {}
-    last_writer: dict[int, Op] = {}
+    writes: dict[int, list[tuple[int, int]]] = {}  # storage -> (version made, op index) of each write
     for op in ops:
         listed: set[int] = set()
         allowed = {r.producer.index for r in op.inputs if r.producer is not None}
-        allowed.update(last_writer[r.storage].index for r in op.inputs if r.storage in last_writer)
+        for r in op.inputs:  # the writes of its storage after the tensor was born, up to the version read
+            p = r.producer
+            born = p.outputs[r.slot].version if p is not None and r.slot < len(p.outputs) else -1
+            allowed.update(i for v, i in writes.get(r.storage, ()) if born < v <= r.version)
         for p in op.producers:
             if not (0 <= p.index < len(ops) and ops[p.index] is p):
                 _fail("producers", f"{_op(op)} lists %{p.name} as a producer, which is not an op of this graph")
@@ -181,7 +187,8 @@ def _check_dataflow(graph: Graph) -> None:
                 _fail("producers", f"{_op(op)} lists {_op(p)} twice as a producer; each producer is listed once")
             if p.index not in allowed:
                 _fail("producers", f"{_op(op)} lists {_op(p)} as a producer, which neither produced a tensor it reads "
-                                   f"nor last wrote one's storage; an edge means the op read data the producer made")
+                                   f"nor wrote one's storage after that tensor was made; an edge means the op read "
+                                   f"data the producer made")
             listed.add(p.index)
             expected_users.setdefault(p.index, []).append(op)
         refs = [v for v in iter_leaves((op.args, op.kwargs)) if isinstance(v, TensorRef)]
@@ -192,7 +199,7 @@ def _check_dataflow(graph: Graph) -> None:
                 _fail("producers", f"{_op(op)} reads {ref.text}, but its producer %{ref.producer.name} is not among "
                                    f"the op's producers; an op depends on the producer of every tensor it reads")
         for ref in op.mutated:
-            last_writer[ref.storage] = op
+            writes.setdefault(ref.storage, []).append((ref.version, op.index))
     for op in ops:
         want = expected_users.get(op.index, [])
         if len(want) != len(op.users) or any(a is not b for a, b in zip(want, op.users)):
@@ -328,3 +335,9 @@ def _check_constants(graph: Graph) -> None:
         elif len(literal.values) != ref.numel:
             _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.label}; a "
                                f"literal has one value per element")
+def _check_notes(graph: Graph) -> None:
+    notes = graph.notes
+    if not isinstance(notes, list) or not all(isinstance(n, str) and n for n in notes):
+        _fail("notes", f"graph.notes is {notes!r}; notes are a list of non-empty strings")
+    if len(set(notes)) != len(notes):
+        _fail("notes", "graph.notes lists a note twice; each note is listed once")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.nn as nn
+
+from .scope import hidden_kind
 
 
 class Names:
@@ -13,7 +16,9 @@ class Names:
 
     With a root model, paths are those of ``model.named_modules()`` (root ``""``). A module
     seen that the model does not own is named as ``torch.utils.module_tracker.ModuleTracker``
-    names it: its class name, its children below it (``ResNet.layer1``).
+    names it: its class name, its children below it (``ResNet.layer1``). A ``torch.compile``
+    wrapper (``OptimizedModule``) and its ``_orig_mod`` share one path: ``_orig_mod.`` is no part
+    of any path (``torch.compile(model)`` gives the paths of ``model``).
     """
 
     def __init__(self, model: Any = None) -> None:
@@ -27,7 +32,7 @@ class Names:
         self._tensors.clear()
 
     def _learn(self, module: nn.Module, prefix: str) -> None:
-        for path, mod in module.named_modules(prefix=prefix, remove_duplicate=False):
+        for path, mod in _walk(module, prefix):
             if id(mod) in self._modules:
                 continue
             self._modules[id(mod)] = (mod, path)
@@ -42,6 +47,10 @@ class Names:
     def path(self, module: nn.Module) -> str:
         entry = self._modules.get(id(module))
         if entry is None or entry[0] is not module:
+            orig = module._modules.get("_orig_mod") if hidden_kind(module) == "compiled" else None
+            if orig is not None:  # a torch.compile wrapper of a module: its path is its module's
+                self._modules[id(module)] = (module, self.path(orig))
+                return self._modules[id(module)][1]
             self._learn(module, type(module).__name__)
             entry = self._modules[id(module)]
         return entry[1]
@@ -52,3 +61,17 @@ class Names:
         if entry is None or entry[0] is not t:
             return None
         return entry[1], entry[2]
+
+
+def _walk(module: nn.Module, prefix: str) -> Iterator[tuple[str, nn.Module]]:
+    """``module.named_modules(prefix=prefix, remove_duplicate=False)``, with the ``_orig_mod`` of a
+    ``torch.compile`` wrapper at the wrapper's own path."""
+    yield prefix, module
+    compiled = hidden_kind(module) == "compiled"
+    for name, child in module._modules.items():
+        if child is None:
+            continue
+        if compiled and name == "_orig_mod":
+            yield from _walk(child, prefix)
+        else:
+            yield from _walk(child, f"{prefix}.{name}" if prefix else name)

@@ -18,6 +18,7 @@ from .names import Names
 from .params import count_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
+from .scope import Hidden, hidden_note
 from .snapshot import has_values
 from .source import Site, SourceTable, user_site
 from .structure import leaves, map_leaves, template, tensor_leaves, tensors_in
@@ -94,6 +95,10 @@ class Recorder:
         if module._forward_hooks:
             self._watch_user_hooks(module, call)
 
+    def note(self, module: nn.Module, kind: Hidden) -> None:
+        """A call the module hooks see only in part (``scope.hidden_kind``): the graph says so."""
+        self.builder.add_note(hidden_note(kind, self.names.path(module), module))
+
     def _watch_user_hooks(self, module: nn.Module, call: Call) -> None:
         """The module's own forward hooks run after the global one and may replace its output:
         a temporary hook, last in line, reads what the call finally returned."""
@@ -169,7 +174,7 @@ class Recorder:
         info = _schemas.get(func) or schema_of(func)
         inputs: list[TensorRef] = []
         producers: dict[Op, None] = {}
-        as_recorded = self._recorder_of_args(inputs, producers)
+        as_recorded = self._recorder_of_args(inputs, producers, out if info.views else None)
         rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
                        for a in args])
         rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
@@ -190,11 +195,14 @@ class Recorder:
         if self._sites is not None:
             self._sites.append(user_site(3))
 
-    def _recorder_of_args(self, inputs: list[TensorRef], producers: dict[Op, None]) -> Callable[[Any], Any]:
+    def _recorder_of_args(self, inputs: list[TensorRef], producers: dict[Op, None],
+                          view: Any = None) -> Callable[[Any], Any]:
         """How one argument leaf is recorded: a tensor as its current ref, appended to ``inputs``,
-        its producer and last writer (when it wrote after) to ``producers``; a known symbolic
-        size as its value; anything else as it is."""
+        its producer and the last writers of its bytes (when they wrote after it) to ``producers``;
+        a known symbolic size as its value; anything else as it is. ``view``: the result of a view
+        op, whose bytes are the ones it reads of its base."""
         refreshed = self.tracker.refreshed
+        writers = self.tracker.writers
 
         def as_recorded(a: Any) -> Any:
             if type(a) in _PLAIN:
@@ -205,9 +213,9 @@ class Recorder:
                 inputs.append(ref)
                 if ref.producer is not None:
                     producers[ref.producer] = None
-                st = s.storage
-                if st.writer is not None and st.version > s.born:
-                    producers[st.writer] = None
+                if s.storage.version > s.born:  # written since: the last writers of the bytes it covers
+                    for w in writers(a, s, view):
+                        producers[w] = None
                 return ref
             if isinstance(a, _SYM):
                 return _sym_value(a)

@@ -25,6 +25,7 @@ class OpSchema:
     base: str
     writes: tuple[tuple[int, str], ...]
     write_if: int | None
+    views: bool = False  # a result aliases an argument and nothing is written (view, select, split, expand)
 
     def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """The argument values (tensors or tensor lists) this call writes."""
@@ -71,7 +72,9 @@ def _build(func: Any) -> OpSchema:
         if extra is not None and not writes:
             positions, write_if = extra
             writes = [(p, schema.arguments[p].name) for p in positions]
-    return OpSchema(target, base, tuple(writes), write_if)
+    views = isinstance(schema, torch._C.FunctionSchema) and not writes and any(
+        r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    return OpSchema(target, base, tuple(writes), write_if, views)
 
 
 @functools.cache

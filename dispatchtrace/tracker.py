@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -17,16 +17,70 @@ if TYPE_CHECKING:
 Tensor = torch.Tensor
 
 
+Write = tuple[int, float, int, bool, "Op"]
+"""``(lo, hi, version, exact, op)``: ``op`` wrote bytes ``[lo, hi)`` of a storage, making ``version``;
+``exact`` when it wrote every byte of the range (a contiguous tensor), else the range only bounds them."""
+
+_WHOLE = (0, float("inf"), False)
+
+
 class StorageState:
-    """One storage seen in the capture. Holding its weak ref pins the address: no reuse."""
+    """One storage seen in the capture. Holding its weak ref pins the address: no reuse.
 
-    __slots__ = ("sid", "weak", "version", "writer")
+    ``writes`` are the writes that may still be the last write of some byte, oldest first: a write
+    whose range a later exact write covers is dropped.
+    """
 
-    def __init__(self, sid: int, weak: StorageWeakRef | None) -> None:
+    __slots__ = ("sid", "weak", "key", "version", "writes")
+
+    def __init__(self, sid: int, weak: StorageWeakRef | None, key: int | None = None) -> None:
         self.sid = sid
         self.weak = weak
+        self.key = key
         self.version = 0
-        self.writer: Op | None = None
+        self.writes: list[Write] = []
+
+    @property
+    def writer(self) -> Op | None:
+        """The op that wrote this storage last, if any."""
+        return self.writes[-1][4] if self.writes else None
+
+
+def _key(t: Tensor) -> int | None:
+    try:
+        return int(t.untyped_storage()._cdata)
+    except Exception:  # noqa: BLE001 - no storage
+        return None
+
+
+def span(t: Tensor) -> tuple[int, float, bool]:
+    """The bytes of its storage ``t`` covers: ``(lo, hi, exact)``, exact for a contiguous tensor, else
+    ``[storage offset, last byte it can touch]`` (a strided view may skip bytes inside); the whole
+    storage when sizes are symbolic or the layout has no storage offset.
+
+    >>> z = torch.zeros(2, 3)
+    >>> span(z), span(z[1]), span(z[:, 1]), span(z[:0])
+    ((0, 24, True), (12, 24, True), (4, 20, False), (0, 0, True))
+    """
+    try:
+        n = t.numel()
+        if type(n) is not int:
+            return _WHOLE
+        if n == 0:
+            return 0, 0, True
+        item = t.element_size()
+        lo = t.storage_offset()
+        if type(lo) is not int:
+            return _WHOLE
+        lo *= item
+        if t.is_contiguous():
+            return lo, lo + n * item, True
+        last = 0
+        for size, stride in zip(t.shape, t.stride()):
+            last += (size - 1) * stride
+        return lo, lo + (last + 1) * item, False
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested: no strides or offset
+        return _WHOLE
 
 
 class TensorState:
@@ -99,7 +153,7 @@ class Tracker:
         state = self._storages.get(cdata)
         if state is None:
             self._next_sid += 1
-            state = self._storages[cdata] = StorageState(self._next_sid - 1, StorageWeakRef(st))
+            state = self._storages[cdata] = StorageState(self._next_sid - 1, StorageWeakRef(st), cdata)
         return state
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
@@ -149,8 +203,52 @@ class Tracker:
         return ref
 
     def write(self, t: Tensor, op: Op) -> StorageState:
-        """``op`` writes ``t``'s storage: a new version, and ``op`` becomes its last writer."""
-        storage = self.known(t).storage
+        """``op`` wrote ``t`` (called after it ran): a new version of ``t``'s storage, with the bytes
+        ``t`` covers (``span``) written by ``op``. When ``t`` now views another storage (``aten.set_``),
+        ``t`` moves to that storage, which gets a new version with no byte written."""
+        s = self.known(t)
+        storage = s.storage
+        if storage.key is not None and op.target.startswith("aten.set_"):
+            try:
+                moved = t.untyped_storage()._cdata != storage.key
+            except Exception:  # noqa: BLE001 - a storage that is gone: t wrote its own
+                moved = False
+            if moved:
+                storage = s.storage = self._storage(t)
+                storage.version += 1
+                s.born = storage.version
+                return storage
         storage.version += 1
-        storage.writer = op
+        lo, hi, exact = span(t)
+        if hi > lo:
+            writes = storage.writes
+            if exact and writes:
+                writes[:] = [w for w in writes if not (lo <= w[0] and w[1] <= hi)]
+            writes.append((lo, hi, storage.version, exact, op))
         return storage
+
+    @staticmethod
+    def writers(t: Tensor, s: TensorState, view: Any = None) -> list[Op]:
+        """The ops that last wrote some byte ``t`` covers, after ``t`` was born (``s``: its state),
+        newest first: the writes a read of ``t`` depends on besides its producer. ``view``: the
+        result of a view op reading ``t`` (a tensor or a list), which reads only the bytes it covers."""
+        born = s.born
+        writes = s.storage.writes
+        if not writes or writes[-1][2] <= born:
+            return []
+        key = s.storage.key
+        views = [v for v in (view if isinstance(view, (list, tuple)) else (view,))
+                 if isinstance(v, Tensor) and key is not None and _key(v) == key]
+        spans = [span(v) for v in views] if views else [span(t)]
+        left: list[tuple[float, float]] = [(lo, hi) for lo, hi, _ in spans if hi > lo]
+        out: list[Op] = []
+        for wlo, whi, version, exact, op in reversed(writes):
+            if version <= born or not left:
+                break
+            if not any(wlo < b and a < whi for a, b in left):
+                continue
+            if op not in out:
+                out.append(op)
+            if exact:  # these bytes' last writer is found: older writes of them are not read
+                left = [p for a, b in left for p in ((a, min(b, wlo)), (max(a, whi), b)) if p[1] > p[0]]
+        return out

@@ -59,7 +59,7 @@ def test_large_diagram_is_refused_before_dot_starts(tmp_path: Path, monkeypatch:
 
 def test_cli_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from dispatchtrace.cli.errors import CliError
-    from dispatchtrace.cli.trace import write
+    from dispatchtrace.cli.options import write_output as write
 
     with pytest.raises(CliError, match="smaller depth"):
         write(_dense(220), tmp_path / "dense.png", ops=True)

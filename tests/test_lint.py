@@ -113,7 +113,7 @@ def test_a_producer_made_what_the_op_reads(data: Data) -> None:
     stranger = next(j for j in range(i) if j not in data["ops"][i]["producers"])
     data["ops"][i]["producers"].insert(0, stranger)
     data["ops"][i]["producers"].sort()
-    _broken(data, r"producers: .*neither produced a tensor it reads nor last wrote")
+    _broken(data, r"producers: .*neither produced a tensor it reads nor wrote")
 
 
 def test_users_are_exactly_the_ops_that_list_the_producer(capture: Graph) -> None:

@@ -62,3 +62,36 @@ def test_close_removes_both_hooks() -> None:
     nn.ReLU()(torch.ones(1))
     assert events == []
     scope.close()  # twice is harmless
+
+
+def test_calls_made_while_backward_runs_are_ignored() -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    lin = nn.Linear(2, 2)
+    events, scope = _events()
+    try:
+        x = torch.ones(1, 2, requires_grad=True)
+        checkpoint(lin, x, use_reentrant=False).sum().backward()  # backward recomputes lin
+    finally:
+        scope.close()
+    assert x.grad is not None
+    assert events == [("enter", "Linear", 1), ("exit", "Linear", (1, 2))]
+
+
+def test_a_compiled_wrapper_is_transparent_and_noted_once() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*global hooks on modules.*")
+    model = nn.Sequential(nn.ReLU())
+    compiled = torch.compile(model, backend="eager")
+    events: list[tuple[str, str]] = []
+    scope = Scope(lambda m, args: events.append(("enter", type(m).__name__)),
+                  lambda m, out: events.append(("exit", type(m).__name__)),
+                  lambda m, kind: events.append(("note", kind)))
+    try:
+        compiled(torch.ones(1))
+        compiled(torch.ones(1))
+    finally:
+        scope.close()
+    one = [("enter", "Sequential"), ("enter", "ReLU"), ("exit", "ReLU"), ("exit", "Sequential")]
+    assert events == [("note", "compiled"), *one, *one]

@@ -221,8 +221,8 @@ def test_every_field_of_the_data_model_is_saved() -> None:
         new = {f.name for f in fields(cls)} - known
         assert not new, f"serialize.py does not save {cls.__name__}.{sorted(new)}; extend it and docs/format.md"
     graph_attrs = set(vars(Graph()))
-    assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "backward_ops", "error", "complete", "constants"}, (
-        f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'backward_ops', 'error', 'complete', 'constants'})}")
+    assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "backward_ops", "error", "complete", "constants", "notes"}, (
+        f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'backward_ops', 'error', 'complete', 'constants', 'notes'})}")
 
 
 def test_returned_structures_round_trip(tmp_path) -> None:

@@ -87,3 +87,32 @@ def test_close_forgets_live_tensors_but_refs_stay_valid() -> None:
     assert ref.name == "x0"
     again = tracker.ref_of(x)
     assert again is not ref and again.name == "x1" and len(seen) == 2
+
+
+def test_a_read_depends_on_the_last_writer_of_each_byte_it_covers() -> None:
+    tracker, _ = _tracker()
+    b = GraphBuilder()
+    z = torch.zeros(3, 4)
+    state = tracker.known(z)
+    first, second, third = _op(b, "first"), _op(b, "second"), _op(b, "third")
+    tracker.write(z[0], first)
+    tracker.write(z[1], second)
+    assert tracker.writers(z, state) == [second, first]
+    assert tracker.writers(z[2], state) == []
+    assert tracker.writers(z[0, 1:3], state) == [first]
+    tracker.write(z[0:2], third)  # covers both earlier writes: they are no last writer any more
+    assert tracker.writers(z, state) == [third]
+    assert [w[4] for w in state.storage.writes] == [third] and state.storage.version == 3
+    assert tracker.writers(z[:, 3], state) == [third]  # a strided column: the interval [3, 11] elements
+
+
+def test_set_moves_the_tensor_to_the_other_storage_without_writing_it() -> None:
+    tracker, _ = _tracker()
+    b = GraphBuilder()
+    a, y = torch.zeros(2), torch.ones(2)
+    old, other = tracker.known(a).storage, tracker.known(y).storage
+    a.set_(y)
+    moved = tracker.write(a, _op(b, "set_"))
+    assert moved is other and moved.version == 1 and moved.writes == []
+    assert old.version == 0 and tracker.known(a).storage is other
+    assert tracker.ref_of(a).storage == tracker.ref_of(y).storage

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 import torch
@@ -48,6 +49,8 @@ def run(argv: Sequence[str]) -> int:
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     graph = trace(model, inputs, name=args.model)
+    if graph.notes:  # what the capture could not see (a scripted module's calls): one line
+        print("dispatchtrace: note: " + " ".join(graph.notes), file=sys.stderr)
     if not args.output or args.tree:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements))
     write_outputs(graph, args, stdout=not args.tree)
