@@ -28,39 +28,9 @@ UNSUPPORTED = {
     ("hf mixtral", "meta"): "Expected mat_a to be BFloat16 or supported Float16 matrix",
     ("checkpoint (nn)", "meta"): "Cannot copy out of meta tensor",  # checkpoint's backward on meta
 }
-# Known failures, each an issue-10 item another helper fixes (H: keyword inputs, literal constants,
-# the replay's signature; I: calls made during backward). Strict: a fixed one fails here, drop it then.
-_KEYWORDS = ("keyword inputs (H): {kw} are constants, not g.inputs, so to_fx(model) refuses and the replay "
-             "takes no keywords; with the first input's eager constants the replay bakes the first input in "
-             "and misses the second")
-_CACHE = ("literal constants (H): the default DynamicCache's torch.tensor([]) (f32[0], aten.lift_fresh) is "
-          "recorded without a value, so to_fx(model) refuses (with eager constants the second input replays)")
-_SIGNATURE = "replay signature (H): gm(*args, **kwargs) raises TypeError"
-KNOWN: dict[tuple[str, str], str] = {
-    ("raft_small", "cpu"): "literal constants (H): a lifted i64[] scalar has no value, so to_fx(model) refuses; "
-                           + _SIGNATURE + " (num_flow_updates=4 is not a parameter of the replay)",
-    ("nn.MultiheadAttention", "cpu"): _SIGNATURE + ": mha(x, x, x) gives a replay of one argument",
-    ("nn.MultiheadAttention (fast path)", "cpu"): _SIGNATURE + ": need_weights=False is not a parameter of the "
-                                                  "replay (mha(x, x, x, need_weights=False))",
-    **{(name, "cpu"): "literal constants (H): shifted_window_attention's attn_mask[h0:h1, w0:w1] = count lifts a "
-                      "Python int (f32[], aten.lift_fresh) recorded without a value, so to_fx(model) refuses"
-       for name in ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b")},
-    ("hf gpt2", "cpu"): _CACHE,
-    ("hf llama", "cpu"): _CACHE,
-    ("hf mixtral", "cpu"): _CACHE,
-    ("hf bert (keywords)", "cpu"): _KEYWORDS.format(kw="input_ids and attention_mask"),
-    ("hf t5", "cpu"): _KEYWORDS.format(kw="input_ids and decoder_input_ids"),
-    ("hf t5", "meta"): "keyword inputs (H): input_ids and decoder_input_ids are not among g.inputs",
-    ("hf whisper", "cpu"): _KEYWORDS.format(kw="input_features and decoder_input_ids"),
-    ("hf whisper", "meta"): "keyword inputs (H): input_features and decoder_input_ids are not among g.inputs",
-    ("timm swin (dynamic mask)", "cpu"): "literal constants (H): img_mask[...] = cnt lifts a Python int (f32[], "
-                                         "aten.lift_fresh) recorded without a value, so to_fx(model) refuses",
-    ("checkpoint (nn)", "cpu"): "backward-time calls (I): checkpoint's recomputation in backward adds a, a.0, a.1 "
-                                "to g.calls (8 calls, forward made 5)",
-    ("hf gpt2 (gradient checkpointing)", "cpu"): "backward-time calls (I): both blocks recomputed in backward land "
-                                                 "in g.calls as top-level calls (51, forward made 31), so to_fx "
-                                                 "returns graph.outputs, which hold their outputs as constants",
-}
+# Known failures (strict: a fixed one fails here, drop it then). The 20 issue-10 entries (keyword
+# inputs, literal constants, the replay's signature, calls made during backward) are all fixed.
+KNOWN: dict[tuple[str, str], str] = {}
 
 SPECS = zoo.specs(libraries=True)
 
