@@ -14,7 +14,7 @@ longest registered suffix a file name ends with wins, so ``.json`` stays "save t
 while a second JSON-based format registers its own name and a longer suffix.
 
 >>> [f.name for f in formats()]
-['svg', 'pdf', 'png', 'dot', 'tree', 'capture']
+['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'html']
 >>> for_path("model.gv").name, for_path("trace.JSON").name, for_path("model.jpg")
 ('dot', 'capture', None)
 """
@@ -152,7 +152,7 @@ def _builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import diagram, text
+    from . import diagram, html, text
 
     drawn = "a diagram drawn by graphviz's dot"
     register(Format("svg", (".svg",), diagram.image("svg"), diagram.DiagramOptions, drawn, "image/svg+xml"))
@@ -161,3 +161,4 @@ def _builtins() -> None:
     register(Format("dot", (".dot", ".gv"), diagram.source, diagram.DiagramOptions, "its DOT source", "text/vnd.graphviz"))
     register(Format("tree", (".txt",), text.tree_text, text.TreeOptions, "the tree", "text/plain"))
     register(Format("capture", (".json",), _capture_json, NoOptions, "the capture, for dispatchtrace render", "application/json"))
+    register(Format("html", (".html", ".htm"), html.write, html.HtmlOptions, "the interactive viewer, one self-contained page", "text/html"))
