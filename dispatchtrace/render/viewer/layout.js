@@ -25,7 +25,7 @@ DT.Layout.prototype.text = function (key) {
 
 DT.Layout.prototype.leafSize = function (key) {
   var lines = this.text(key), len = Math.max(lines[0].length, lines[1].length * 0.9);
-  return { w: Math.max(60, Math.min(360, Math.ceil(len * 6.6) + 18)), h: DT.NODE_H };
+  return { w: Math.max(60, Math.min(360, Math.ceil(len * 7.2) + 22)), h: DT.NODE_H };
 };
 
 // The edges between direct children of each open call: every visible edge maps to one edge
