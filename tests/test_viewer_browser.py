@@ -129,7 +129,9 @@ def test_opening_layer1_0_shows_its_three_relu_calls(browser: object, resnet_htm
     relus = sorted(t.split(" | ")[0].removeprefix("▸ ") for t in after.values() if t.startswith("▸ layer1.0.relu"))
     assert relus == ["layer1.0.relu#0", "layer1.0.relu#1", "layer1.0.relu#2"]
     assert layer not in after and p.page.locator(f'#viewport .box[data-key="{layer}"]').count() == 1
-    assert "call 1 of 1" not in p.page.inner_text("#details") and "layer1.0" in p.page.inner_text("#crumbs")
+    assert "its only call" in p.page.inner_text("#details") and "layer1.0" in p.page.inner_text("#crumbs")
+    p.click(p.key("layer1.0.relu#1"))  # opens it (to its relu_ op) and selects it
+    assert "call 2 of 3 of this module" in p.page.inner_text("#details")
     p.page.screenshot(path=str(shots / "resnet50-layer1.0-open.png"))
     p.page.click(f'#viewport .box[data-key="{layer}"] .head')  # the title bar closes it again
     assert p.nodes() == before
