@@ -41,12 +41,12 @@ def test_payload_holds_every_call_and_op_with_their_costs(cool: dt.Graph) -> Non
     p = payload(cool, HtmlOptions())
     s, c = p["s"], cool.costs()
     assert len(p["c"]) == len(cool.calls) + 1 and len(p["o"]) == len(cool.ops)
-    for row, call in zip(p["c"][1:], cool.calls):
+    for row, call in zip(p["c"][1:], cool.calls, strict=True):
         parent = row[0]
         assert row[1] == call.path and s[row[2]] == call.type and (row[3], row[4]) == (call.index, call.repeat)
         assert (p["c"][parent][1] if parent else "") == (call.parent.path if call.parent is not cool.root else "")
         assert row[7] == c.call(call).flops and row[9] == c.call(call).bytes and row[5] == c.call(call).params
-    for row, op in zip(p["o"], cool.ops):
+    for row, op in zip(p["o"], cool.ops, strict=True):
         assert row[1] == op.name and s[row[2]] == op.target
         assert (row[4], row[5]) == (c.op(op).flops, c.op(op).bytes)
         assert [s[k] for k in row[8]] == [r.label for r in op.outputs]
