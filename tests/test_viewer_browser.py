@@ -56,6 +56,28 @@ def resnet50() -> dt.Graph:
     return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
 
 
+@pytest.fixture(scope="module")
+def llama7b() -> dt.Graph:
+    """The 7B Llama-style decoder of examples/llama_meta.py (32 layers, hidden 4096), on meta."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).parents[1] / "examples" / "llama_meta.py"
+    spec = importlib.util.spec_from_file_location("llama_meta", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        with torch.device("meta"):
+            model = module.Llama(module.Config()).eval()
+    finally:
+        del sys.modules[spec.name]
+    with torch.no_grad(), dt.capture(model) as g:
+        model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
+    return g
+
+
 class Page:
     """One viewer page, with every console error, page error and request it made."""
 
@@ -86,7 +108,14 @@ class Page:
         return found[0]
 
     def click(self, key: str) -> None:
-        self.page.click(f'#viewport .node[data-key="{key}"]')
+        """Click a node, centring it first when it lies outside the window (as a person would pan)."""
+        node = self.page.locator(f'#viewport .node[data-key="{key}"]')
+        box, stage = node.bounding_box(), self.page.locator("#stage").bounding_box()
+        assert box is not None and stage is not None
+        if not (stage["x"] <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"]
+                and stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]):
+            self.page.evaluate(f"DT.app.view.centre('{key}')")
+        node.click()
 
     def fills(self) -> list[str]:
         return self.page.evaluate("[...document.querySelectorAll('#viewport .node rect')].map(r => getComputedStyle(r).fill)")
@@ -201,4 +230,20 @@ def test_export_svg_is_a_valid_svg_of_the_view(browser: object, cool_html: Path,
     assert {"▸ initial_conv", "▸ parallel_conv"} <= texts
     assert len(list(root.iter(f"{ns}path"))) >= len(p.edges())
     p.requests = [r for r in p.requests if not r.startswith("blob:")]  # the download itself is made in the page
+    p.close()
+
+
+def test_llama_7b_on_meta_opens_and_expands_a_decoder_layer(browser: object, llama7b: dt.Graph, tmp_path: Path,
+                                                           shots: Path) -> None:
+    p = Page(browser, llama7b.render(tmp_path / "llama7b.html"))
+    run = p.key("layers.0–31 ×32")  # the 32 decoder layers, folded
+    p.click(run)
+    layer = p.key("layers.5")
+    p.click(layer)
+    inside = {t.split(" | ")[0].removeprefix("▸ ") for t in p.nodes().values()}
+    assert {"layers.5.attn", "layers.5.mlp", "layers.4", "layers.6"} <= inside
+    attn = llama7b.find_calls("layers.5.attn")[0]
+    p.click(p.key("layers.5.attn"))
+    assert int(p.page.get_attribute("#details .flops", "data-v") or -1) == llama7b.costs().call(attn).flops
+    p.page.screenshot(path=str(shots / "llama7b-layer5-open.png"))
     p.close()

@@ -127,7 +127,7 @@ DT.View.prototype.zoomAt = function (f, cx, cy) {
 DT.View.prototype.fit = function () {
   var root = this.at.c0, r = this.svg.getBoundingClientRect();
   if (!root || !r.width) return;
-  var k = Math.min(2, (r.width - 40) / root.w, (r.height - 40) / root.h);
+  var k = Math.min(1.2, (r.width - 40) / root.w, (r.height - 40) / root.h);
   this.t = { k: k, x: (r.width - root.w * k) / 2, y: Math.max(20, (r.height - root.h * k) / 2) };
   this.apply();
 };

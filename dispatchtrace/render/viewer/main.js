@@ -31,11 +31,15 @@ DT.start = function () {
     view.centre(shown || key);
     app.select(key);
   };
-  view.onClick = function (key, head) {
-    if (head || key[0] === "c" || key[0] === "f") {
-      var openable = key[0] === "f" || (key[0] === "c" && m.calls[+key.slice(1)].calls.length + m.calls[+key.slice(1)].ops.length > 0);
-      if (openable) { m.toggle(key); app.redraw(); }
-      if (key[0] === "f") key = "c" + key.slice(1);
+  view.onClick = function (key) {  // a call or a run: open, close or unfold it; then select what was clicked
+    var n = +key.slice(1), was = view.at[key];
+    var openable = key[0] === "f" || (key[0] === "c" && m.calls[n].calls.length + m.calls[n].ops.length > 0);
+    if (openable) m.toggle(key);
+    if (key[0] === "f") key = "c" + n;  // once unfolded, its first repetition stands where the run stood
+    if (openable) {
+      app.redraw();
+      var now = view.at[key];  // keep what was clicked where it was on the screen
+      if (was && now) { view.t.x += (was.x - now.x) * view.t.k; view.t.y += (was.y - now.y) * view.t.k; view.apply(); }
     }
     app.select(key);
   };

@@ -128,7 +128,12 @@ DT.Model.prototype.touch = function (i) {
 // Open or close a call, or unfold a run (opening its repetitions as closed boxes).
 DT.Model.prototype.toggle = function (key) {
   var n = +key.slice(1);
-  if (key[0] === "f") { this.unfolded[n] = true; this.touch(this.calls[n].parent); return; }
+  if (key[0] === "f") {  // its repetitions appear closed, each opens with a click
+    this.unfolded[n] = true;
+    this.runOf[n].forEach(function (i) { delete this.open[i]; }, this);
+    this.touch(this.calls[n].parent);
+    return;
+  }
   if (key[0] !== "c" || n === 0) return;
   if (this.open[n]) delete this.open[n]; else this.open[n] = true;
   this.touch(n);
