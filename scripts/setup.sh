@@ -19,6 +19,15 @@ if ! command -v dot >/dev/null 2>&1; then
   fi
 fi
 
+# the HTML viewer's browser tests drive Debian's chromium through playwright (never `playwright install`)
+if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing chromium (for tests/test_viewer_browser.py)" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq || true
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null || \
+    echo "setup: could not install chromium; the browser tests will be skipped" >&2
+fi
+
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
@@ -32,4 +41,4 @@ fi
 # -c keeps torch and torchvision where they are: transformers and timm must not move them
 printf 'torch==%s\ntorchvision==%s\n' $(.venv/bin/python -c "import torch, torchvision; print(torch.__version__.split('+')[0], torchvision.__version__.split('+')[0])") > .venv/torch-pins.txt
 .venv/bin/pip install -q --disable-pip-version-check -c .venv/torch-pins.txt -e ".[dev,zoo]" 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import dispatchtrace, pytest, transformers, timm"
+.venv/bin/python -c "import dispatchtrace, pytest, transformers, timm, playwright"

@@ -14,7 +14,7 @@ longest registered suffix a file name ends with wins, so ``.json`` stays "save t
 while a second JSON-based format registers its own name and a longer suffix.
 
 >>> [f.name for f in formats()]
-['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer']
+['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html']
 >>> for_path("model.gv").name, for_path("trace.JSON").name, for_path("model.mx.json").name, for_path("model.jpg")
 ('dot', 'capture', 'model-explorer', None)
 """
@@ -152,7 +152,7 @@ def _builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from . import diagram, model_explorer, text
+    from . import diagram, html, model_explorer, text
 
     drawn = "a diagram drawn by graphviz's dot"
     register(Format("svg", (".svg",), diagram.image("svg"), diagram.DiagramOptions, drawn, "image/svg+xml"))
@@ -162,3 +162,4 @@ def _builtins() -> None:
     register(Format("tree", (".txt",), text.tree_text, text.TreeOptions, "the tree", "text/plain"))
     register(Format("capture", (".json",), _capture_json, NoOptions, "the capture, for dispatchtrace render", "application/json"))
     register(Format("model-explorer", (".mx.json",), model_explorer.model_explorer, model_explorer.ModelExplorerOptions, "Google Model Explorer's graph JSON", "application/json"))
+    register(Format("html", (".html", ".htm"), html.write, html.HtmlOptions, "the interactive viewer, one self-contained page", "text/html"))

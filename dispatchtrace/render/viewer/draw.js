@@ -1,0 +1,192 @@
+// draw.js: the SVG picture of what is visible (boxes of open calls, nodes, edges), pan, zoom, colours.
+"use strict";
+var DT = window.DT || (window.DT = {});
+
+DT.SVG_NS = "http://www.w3.org/2000/svg";  // a namespace name, never fetched
+
+DT.el = function (name, attrs, parent) {
+  var e = document.createElementNS(DT.SVG_NS, name);
+  for (var k in attrs) e.setAttribute(k, attrs[k]);
+  if (parent) parent.appendChild(e);
+  return e;
+};
+
+DT.View = function (model, layout, svg) {
+  this.m = model;
+  this.l = layout;
+  this.svg = svg;
+  this.vp = svg.querySelector("#viewport");
+  this.t = { x: 20, y: 20, k: 1 };
+  this.at = {};
+  this.colour = "none";
+  this.onClick = function () {};
+  this.bindPanZoom();
+};
+
+DT.View.prototype.draw = function () {
+  var m = this.m, self = this, vp = this.vp;
+  var edges = m.visibleEdges();
+  var at = this.at = this.l.place(edges);
+  while (vp.firstChild) vp.removeChild(vp.firstChild);
+  var boxes = DT.el("g", { "class": "boxes" }, vp), lines = DT.el("g", { "class": "edges" }, vp), nodes = DT.el("g", { "class": "nodes" }, vp);
+  var fills = this.fills(at);
+  Object.keys(at).forEach(function (key) {
+    var p = at[key];
+    if (key === "c0") return;
+    if (p.open) {
+      var g = DT.el("g", { "class": "box", "data-key": key }, boxes);
+      DT.el("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: 6 }, g);
+      var head = DT.el("rect", { "class": "head", x: p.x, y: p.y, width: p.w, height: DT.HEAD_H, rx: 6 }, g);
+      var c = m.calls[+key.slice(1)];
+      DT.el("text", { x: p.x + 8, y: p.y + 15 }, g).textContent = "▾ " + m.label(c) + "  (" + c.type + ")";
+      head.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, true); });
+      return;
+    }
+    var kind = key[0] === "c" ? "call" : key[0] === "f" ? "fold" : key[0] === "o" ? "op" : "io";
+    var n = DT.el("g", { "class": "node " + kind, "data-key": key, transform: "translate(" + p.x + "," + p.y + ")" }, nodes);
+    var r = DT.el("rect", { width: p.w, height: p.h, rx: kind === "op" ? 3 : 6 }, n);
+    if (fills[key]) r.style.fill = fills[key];
+    var text = self.l.text(key);
+    var prefix = kind === "call" && m.calls[+key.slice(1)].calls.length + m.calls[+key.slice(1)].ops.length ? "▸ " : "";
+    DT.el("text", { x: 8, y: 14 }, n).textContent = prefix + text[0];
+    DT.el("text", { "class": "sub", x: 8, y: 27 }, n).textContent = text[1];
+    n.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, false); });
+  });
+  edges.forEach(function (e) {
+    var a = at[e[0]], b = at[e[1]];
+    if (!a || !b) return;
+    var x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y;
+    var dy = Math.max(20, Math.abs(y2 - y1) / 2);
+    var path = DT.el("path", { "class": "edge", "data-src": e[0], "data-dst": e[1],
+      d: "M" + x1 + "," + y1 + " C" + x1 + "," + (y1 + dy) + " " + x2 + "," + (y2 - dy) + " " + x2 + "," + y2,
+      "marker-end": "url(#dt-arrow)" }, lines);
+    DT.el("title", {}, path).textContent = e[0] + " → " + e[1] + (e[2] ? ": " + e[2] : "");
+  });
+  this.apply();
+  return at;
+};
+
+// Fill colours for the current colour mode: a log scale from white to orange, or one hue per type.
+DT.View.prototype.fills = function (at) {
+  var m = this.m, mode = this.colour, out = {}, legend = document.getElementById("legend");
+  var keys = Object.keys(at).filter(function (k) { return !at[k].open; });
+  legend.innerHTML = "";
+  legend.style.display = mode === "none" ? "none" : "block";
+  if (mode === "none") return out;
+  if (mode === "type") {
+    var types = [];
+    keys.forEach(function (k) {
+      var t = m.typeOf(k), h = DT.hue(t);
+      out[k] = "hsl(" + h + ",65%,82%)";
+      if (types.indexOf(t) < 0) types.push(t);
+    });
+    types.slice(0, 14).forEach(function (t) {
+      legend.insertAdjacentHTML("beforeend", '<div><span class="sw" style="background:hsl(' + DT.hue(t) + ',65%,82%)"></span>' + DT.esc(t) + "</div>");
+    });
+    if (types.length > 14) legend.insertAdjacentHTML("beforeend", "<div>… " + (types.length - 14) + " more</div>");
+    return out;
+  }
+  var lo = Infinity, hi = 0, vals = {};
+  keys.forEach(function (k) { var v = m.metric(k, mode); if (v) { vals[k] = v; lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+  var span = Math.log(hi) - Math.log(lo) || 1;
+  keys.forEach(function (k) {
+    if (!vals[k]) return;
+    var f = hi === lo ? 1 : (Math.log(vals[k]) - Math.log(lo)) / span;
+    out[k] = DT.ramp(f);
+  });
+  var name = { flops: "FLOPs", bytes: "bytes", params: "parameters" }[mode];
+  legend.innerHTML = hi ? name + ': <span class="sw" style="background:' + DT.ramp(0) + '"></span>' + DT.num(lo) +
+    ' … <span class="sw" style="background:' + DT.ramp(1) + '"></span>' + DT.num(hi) + " (log scale; white: none)"
+    : name + ": none in view";
+  return out;
+};
+
+DT.ramp = function (f) { return "hsl(" + (50 - 45 * f) + "," + (70 + 25 * f) + "%," + (90 - 38 * f) + "%)"; };
+DT.hue = function (s) { var h = 0; for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) % 360; return h; };
+DT.esc = function (s) { return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; }); };
+DT.num = function (v) {
+  if (v === null || v === undefined) return "–";
+  var u = ["", "K", "M", "G", "T", "P"], k = 0;
+  while (Math.abs(v) >= 1000 && k < u.length - 1) { v /= 1000; k++; }
+  return (k ? v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0) : String(v)) + u[k];
+};
+
+// ---- pan and zoom ---------------------------------------------------------------------------
+DT.View.prototype.apply = function () {
+  this.vp.setAttribute("transform", "translate(" + this.t.x + "," + this.t.y + ") scale(" + this.t.k + ")");
+};
+
+DT.View.prototype.zoomAt = function (f, cx, cy) {
+  var t = this.t, k = Math.max(0.02, Math.min(8, t.k * f));
+  t.x = cx - (cx - t.x) * (k / t.k);
+  t.y = cy - (cy - t.y) * (k / t.k);
+  t.k = k;
+  this.apply();
+};
+
+DT.View.prototype.fit = function () {
+  var root = this.at.c0, r = this.svg.getBoundingClientRect();
+  if (!root || !r.width) return;
+  var k = Math.min(1.2, (r.width - 40) / root.w, (r.height - 40) / root.h);
+  this.t = { k: k, x: (r.width - root.w * k) / 2, y: Math.max(20, (r.height - root.h * k) / 2) };
+  this.apply();
+};
+
+DT.View.prototype.centre = function (key) {
+  var p = this.at[key], r = this.svg.getBoundingClientRect();
+  if (!p) return;
+  var k = Math.max(this.t.k, 0.6);
+  this.t = { k: k, x: r.width / 2 - (p.x + p.w / 2) * k, y: r.height / 2 - (p.y + p.h / 2) * k };
+  this.apply();
+};
+
+DT.View.prototype.bindPanZoom = function () {
+  var self = this, svg = this.svg, drag = null;
+  svg.addEventListener("wheel", function (ev) {
+    ev.preventDefault();
+    var r = svg.getBoundingClientRect();
+    self.zoomAt(Math.exp(-ev.deltaY * 0.0015), ev.clientX - r.left, ev.clientY - r.top);
+  }, { passive: false });
+  svg.addEventListener("mousedown", function (ev) { drag = { x: ev.clientX, y: ev.clientY, tx: self.t.x, ty: self.t.y }; svg.classList.add("dragging"); });
+  window.addEventListener("mousemove", function (ev) {
+    if (!drag) return;
+    self.t.x = drag.tx + ev.clientX - drag.x;
+    self.t.y = drag.ty + ev.clientY - drag.y;
+    self.apply();
+  });
+  window.addEventListener("mouseup", function () { drag = null; svg.classList.remove("dragging"); });
+  window.addEventListener("keydown", function (ev) {
+    if (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
+    var r = svg.getBoundingClientRect(), step = 60;
+    if (ev.key === "+" || ev.key === "=") self.zoomAt(1.25, r.width / 2, r.height / 2);
+    else if (ev.key === "-") self.zoomAt(0.8, r.width / 2, r.height / 2);
+    else if (ev.key === "0") self.fit();
+    else if (ev.key === "ArrowLeft") { self.t.x += step; self.apply(); }
+    else if (ev.key === "ArrowRight") { self.t.x -= step; self.apply(); }
+    else if (ev.key === "ArrowUp") { self.t.y += step; self.apply(); }
+    else if (ev.key === "ArrowDown") { self.t.y -= step; self.apply(); }
+  });
+};
+
+// ---- export -----------------------------------------------------------------------------------
+DT.EXPORT_CSS = [
+  ".node rect{fill:#fff;stroke:#555;stroke-width:1}", ".node.call rect,.node.fold rect{fill:#eef3fb;stroke:#3d6bb3}",
+  ".node.fold rect{stroke-dasharray:4 2}", ".node.io rect{fill:#f4f4f4;stroke:#999}",
+  "text{font:11px system-ui,sans-serif;fill:#222}", "text.sub{fill:#666;font-size:10px}",
+  ".box>rect{fill:rgba(61,107,179,.04);stroke:#3d6bb3}", ".box>.head{fill:#dbe6f6}", ".box>text{fill:#1d3f75}",
+  ".edge{fill:none;stroke:#777;stroke-width:1.1}",
+].join("");
+
+// The current view (everything visible, at its own scale) as a standalone SVG document.
+DT.View.prototype.svgText = function () {
+  var root = this.at.c0 || { w: 100, h: 100 };
+  var svg = DT.el("svg", { xmlns: DT.SVG_NS, width: Math.ceil(root.w), height: Math.ceil(root.h),
+                           viewBox: "0 0 " + Math.ceil(root.w) + " " + Math.ceil(root.h) });
+  DT.el("style", {}, svg).textContent = DT.EXPORT_CSS;
+  svg.appendChild(this.svg.querySelector("defs").cloneNode(true));
+  var g = this.vp.cloneNode(true);
+  g.removeAttribute("transform");
+  g.removeAttribute("id");
+  svg.appendChild(g);
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(svg);
+};

@@ -1,0 +1,198 @@
+// model.js: the capture as the page holds it (decoded from the payload) and what is open or folded.
+// Item keys: "c<i>" a call (c0 is the capture itself), "f<i>" a folded run whose first call is i,
+// "o<j>" an op, "i<k>" an input of the capture, "y" its outputs.
+"use strict";
+var DT = window.DT || (window.DT = {});
+
+DT.Model = function (p) {
+  var S = p.s;
+  this.p = p;
+  this.title = p.title;
+  this.calls = p.c.map(function (r, i) {
+    return { id: i, parent: r[0], path: r[1], type: S[r[2]], index: r[3], repeat: r[4], params: r[5],
+             selfParams: r[6], flops: r[7], selfFlops: r[8], bytes: r[9], selfBytes: r[10],
+             src: r[11] === null ? null : S[r[11]], ins: r[12].map(function (k) { return S[k]; }),
+             outs: r[13].map(function (k) { return S[k]; }), calls: [], ops: [], depth: -1 };
+  });
+  this.calls.forEach(function (c) {
+    if (c.parent >= 0) { var up = this.calls[c.parent]; up.calls.push(c.id); c.depth = up.depth + 1; }
+  }, this);
+  var noise = {};
+  p.noise.forEach(function (j) { noise[j] = true; });
+  this.ops = p.o.map(function (r, j) {
+    return { id: j, call: r[0], name: r[1], target: S[r[2]], inplace: !!(r[3] & 1), view: !!(r[3] & 2),
+             flops: r[4], bytes: r[5], src: r[6] === null ? null : S[r[6]], args: r[7],
+             outs: r[8].map(function (k) { return S[k]; }), noise: !!noise[j], prod: [], users: [] };
+  });
+  this.ops.forEach(function (o) { if (!o.noise) this.calls[o.call].ops.push(o.id); }, this);
+  this.inputs = p["in"].map(function (k) { return S[k]; });
+  this.outputs = p.out.map(function (k) { return S[k]; });
+  this.edges = [];  // [src, dst, shape]: op index, -1-k for input k, ops.length for the outputs
+  for (var e = 0; e < p.e.length; e += 3) {
+    var a = p.e[e], b = p.e[e + 1], shape = p.e[e + 2] >= 0 ? S[p.e[e + 2]] : "";
+    this.edges.push([a, b, shape]);
+    if (a >= 0 && b < this.ops.length) { this.ops[a].users.push(b); this.ops[b].prod.push(a); }
+  }
+  this.runOf = {};  // first call -> its run (call ids); laterOf: a later repetition -> the run's first call
+  this.laterOf = {};
+  p.fold.forEach(function (run) {
+    this.runOf[run[0]] = run;
+    for (var k = 1; k < run.length; k++) this.laterOf[run[k]] = run[0];
+  }, this);
+  this.foldOn = p.fold.length > 0;
+  this.unfolded = {};  // first call of a run -> true when the user unfolded it
+  this.open = { 0: true };
+  this.version = {};  // call id -> counter, bumped when anything inside it opens or closes (layout cache key)
+  var depth = p.open;
+  this.calls.forEach(function (c) { if (c.id && (depth < 0 ? c.calls.length + c.ops.length : c.depth < depth && c.calls.length)) this.open[c.id] = true; }, this);
+};
+
+DT.Model.prototype.label = function (c) {
+  if (c.parent < 0) return "<capture>";
+  var name = c.path || c.type;
+  return c.repeat > 1 ? name + "#" + c.index : name;
+};
+
+DT.Model.prototype.runLabel = function (run) {
+  var a = this.calls[run[0]], b = this.calls[run[run.length - 1]];
+  var text;
+  if (a.path === b.path) text = (a.path || a.type) + "#" + a.index + "–" + b.index;
+  else {
+    var ha = a.path.lastIndexOf("."), hb = b.path.lastIndexOf(".");
+    var pa = a.path.slice(0, ha), pb = b.path.slice(0, hb), xa = a.path.slice(ha + 1), xb = b.path.slice(hb + 1);
+    text = pa === pb && /^\d+$/.test(xa) && /^\d+$/.test(xb) ? (pa ? pa + "." : "") + xa + "–" + xb : a.path + "…" + b.path;
+  }
+  return text + " ×" + run.length;
+};
+
+// Whether call i stands inside a folded run: returns the run's first call, else -1.
+DT.Model.prototype.folded = function (i) {
+  if (!this.foldOn) return -1;
+  var first = this.runOf[i] ? i : this.laterOf[i];
+  return first !== undefined && !this.unfolded[first] ? first : -1;
+};
+
+// The key of the item that shows call i's contents at its own level (its box, or its run's box).
+DT.Model.prototype.callKey = function (i) {
+  var f = this.folded(i);
+  return f >= 0 ? "f" + f : "c" + i;
+};
+
+// The visible item that stands for op j: the outermost closed (or folded) call around it, else the op.
+DT.Model.prototype.leafOfOp = function (j) {
+  var chain = [], c = this.ops[j].call;
+  while (c > 0) { chain.push(c); c = this.calls[c].parent; }
+  for (var k = chain.length - 1; k >= 0; k--) {
+    var f = this.folded(chain[k]);
+    if (f >= 0) return "f" + f;
+    if (!this.open[chain[k]]) return "c" + chain[k];
+  }
+  return this.ops[j].noise ? null : "o" + j;
+};
+
+DT.Model.prototype.leafOfEnd = function (v) {
+  if (v < 0) return "i" + (-1 - v);
+  if (v >= this.ops.length) return "y";
+  return this.leafOfOp(v);
+};
+
+// The container (an open call's key, "c<i>") that an item is drawn in.
+DT.Model.prototype.container = function (key) {
+  var t = key[0], n = +key.slice(1);
+  if (t === "o") return "c" + this.ops[n].call;
+  if (t === "c" || t === "f") return "c" + this.calls[n].parent;
+  return "c0";  // inputs and outputs
+};
+
+// The items drawn directly inside open call i, in the order they ran (folded runs once).
+DT.Model.prototype.children = function (i) {
+  var c = this.calls[i], out = [], seen = {};
+  c.calls.forEach(function (k) {
+    var key = this.callKey(k);
+    if (!seen[key]) { seen[key] = true; out.push(key); }
+  }, this);
+  c.ops.forEach(function (j) { out.push("o" + j); });
+  if (i === 0) {
+    this.inputs.forEach(function (_, k) { out.unshift("i" + (this.inputs.length - 1 - k)); }, this);
+    if (this.outputs.length) out.push("y");
+  }
+  return out;
+};
+
+DT.Model.prototype.isOpen = function (key) { return key[0] === "c" && !!this.open[+key.slice(1)]; };
+
+DT.Model.prototype.touch = function (i) {
+  for (var c = i; c >= 0; c = this.calls[c].parent) this.version[c] = (this.version[c] || 0) + 1;
+};
+
+// Open or close a call, or unfold a run (opening its repetitions as closed boxes).
+DT.Model.prototype.toggle = function (key) {
+  var n = +key.slice(1);
+  if (key[0] === "f") {  // its repetitions appear closed, each opens with a click
+    this.unfolded[n] = true;
+    this.runOf[n].forEach(function (i) { delete this.open[i]; }, this);
+    this.touch(this.calls[n].parent);
+    return;
+  }
+  if (key[0] !== "c" || n === 0) return;
+  if (this.open[n]) delete this.open[n]; else this.open[n] = true;
+  this.touch(n);
+};
+
+// Make item key visible: open every call around it and unfold every run it lies in.
+DT.Model.prototype.reveal = function (key) {
+  var c = key[0] === "o" ? this.ops[+key.slice(1)].call : key[0] === "c" ? this.calls[+key.slice(1)].parent : 0;
+  var self = key[0] === "c" ? +key.slice(1) : -1;
+  for (; c > 0; c = this.calls[c].parent) {
+    if (!this.open[c]) { this.open[c] = true; this.touch(c); }
+  }
+  for (c = key[0] === "o" ? this.ops[+key.slice(1)].call : self; c > 0; c = this.calls[c].parent) {
+    var f = this.folded(c);
+    if (f >= 0) { this.unfolded[f] = true; this.touch(this.calls[f].parent); }
+  }
+};
+
+DT.Model.prototype.setFold = function (on) {
+  this.foldOn = on && this.p.fold.length > 0;
+  this.version = {};
+};
+
+// The edges among visible items: [srcKey, dstKey, shape], one per pair, in capture order.
+DT.Model.prototype.visibleEdges = function () {
+  var seen = {}, out = [];
+  for (var e = 0; e < this.edges.length; e++) {
+    var a = this.leafOfEnd(this.edges[e][0]), b = this.leafOfEnd(this.edges[e][1]);
+    if (a === null || b === null || a === b) continue;
+    var id = a + ">" + b;
+    if (!seen[id]) { seen[id] = true; out.push([a, b, this.edges[e][2]]); }
+  }
+  return out;
+};
+
+// The chain of containers from the capture down to the one holding key ("c0" first).
+DT.Model.prototype.path = function (key) {
+  var out = [key];
+  while (key !== "c0") { key = this.container(key); out.unshift(key); }
+  return out;
+};
+
+DT.Model.prototype.metric = function (key, name) {
+  var t = key[0], n = +key.slice(1);
+  if (t === "o") { var o = this.ops[n]; return name === "flops" ? o.flops : name === "bytes" ? o.bytes : null; }
+  if (t === "c" || t === "f") {
+    var run = t === "f" ? this.runOf[n] : [n], sum = null;
+    run.forEach(function (i) {
+      var c = this.calls[i], v = name === "flops" ? c.flops : name === "bytes" ? c.bytes : name === "params" ? c.params : null;
+      if (v !== null && v !== undefined) sum = (sum || 0) + v;
+    }, this);
+    return sum;
+  }
+  return null;
+};
+
+DT.Model.prototype.typeOf = function (key) {
+  var t = key[0], n = +key.slice(1);
+  if (t === "c" || t === "f") return this.calls[n].type;
+  if (t === "o") return this.ops[n].target.split(".").slice(0, 2).join(".");
+  return "input/output";
+};

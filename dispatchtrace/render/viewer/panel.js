@@ -1,0 +1,114 @@
+// panel.js: the details of the selected item, the breadcrumbs, and search with next/previous.
+"use strict";
+var DT = window.DT || (window.DT = {});
+
+DT.Panel = function (model, el, crumbs) {
+  this.m = model;
+  this.el = el;
+  this.crumbs = crumbs;
+  this.onLink = function () {};
+};
+
+DT.Panel.prototype.link = function (key, text) {
+  return '<a data-go="' + key + '">' + DT.esc(text) + "</a>";
+};
+
+DT.Panel.prototype.opName = function (j) {
+  if (j < 0) return "input " + DT.esc(this.m.inputs[-1 - j] || "");
+  return this.link("o" + j, this.m.ops[j].name);
+};
+
+DT.Panel.prototype.rows = function (rows) {
+  return "<table>" + rows.filter(function (r) { return r[1] !== null && r[1] !== undefined && r[1] !== ""; }).map(function (r) {
+    return "<tr><td>" + r[0] + "</td><td>" + r[1] + "</td></tr>";
+  }).join("") + "</table>";
+};
+
+DT.Panel.prototype.callPath = function (i) {
+  var m = this.m, out = [];
+  for (var c = i; c > 0; c = m.calls[c].parent) out.unshift(this.link("c" + c, m.label(m.calls[c])));
+  return out.join(" › ") || "&lt;capture&gt;";
+};
+
+// Input producers of op j by the capture's edges (inputs of the capture included).
+DT.Panel.prototype.producers = function (j) {
+  var out = [];
+  this.m.edges.forEach(function (e) { if (e[1] === j) out.push(e[0]); });
+  return out;
+};
+
+DT.Panel.prototype.show = function (key) {
+  var m = this.m, t = key[0], n = +key.slice(1), self = this, html;
+  var args = function (s) { return DT.esc(s).replace(/\$(\d+)/g, function (_, k) { return "<code>" + DT.esc(m.p.s[+k]) + "</code>"; }); };
+  if (t === "o") {
+    var o = m.ops[n], users = [];
+    m.edges.forEach(function (e) { if (e[0] === n) users.push(e[1]); });
+    html = "<h3>" + DT.esc(o.name) + "</h3>" + this.rows([
+      ["target", "<code>" + DT.esc(o.target) + "</code>"],
+      ["arguments", args(o.args)],
+      ["outputs", o.outs.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
+      ["writes", o.inplace ? "in place (mutates an input)" : o.view ? "a view of its input" : "new tensors"],
+      ["FLOPs", o.flops === null ? "no formula" : '<span class="flops" data-v="' + o.flops + '">' + o.flops.toLocaleString("en") + "</span> (" + DT.num(o.flops) + ")"],
+      ["bytes", o.bytes === null ? null : o.bytes.toLocaleString("en")],
+      ["source", o.src ? "<code>" + DT.esc(o.src) + "</code>" : null],
+      ["call", this.callPath(o.call)],
+      ["producers", this.producers(n).map(function (j) { return self.opName(j); }).join(", ") || "none"],
+      ["users", users.map(function (j) { return j >= m.ops.length ? "output" : self.opName(j); }).join(", ") || "none"],
+    ]);
+  } else if (t === "c" || t === "f") {
+    var c = m.calls[n], run = t === "f" ? m.runOf[n] : null;
+    html = "<h3>" + DT.esc(run ? m.runLabel(run) : m.label(c)) + "</h3>" + this.rows([
+      ["path", n === 0 ? "&lt;capture&gt;" : this.callPath(n)],
+      ["type", DT.esc(c.type)],
+      ["call", c.repeat > 1 ? "call " + (c.index + 1) + " of " + c.repeat + " of this module" : "its only call"],
+      ["folded", run ? run.length + " identical chained calls: " + run.map(function (i) { return self.link("c" + i, m.label(m.calls[i])); }).join(", ") : null],
+      ["inputs", c.ins.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
+      ["outputs", c.outs.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
+      ["parameters", c.params === null ? null : DT.num(c.params) + " with children, " + DT.num(c.selfParams) + " own"],
+      ["FLOPs", c.flops === null ? "no formula" : '<span class="flops" data-v="' + c.flops + '">' + c.flops.toLocaleString("en") + "</span> (" + DT.num(c.flops) + ") inclusive, " + DT.num(c.selfFlops) + " in its own ops"],
+      ["bytes", DT.num(c.bytes) + " inclusive, " + DT.num(c.selfBytes) + " own"],
+      ["called from", c.src ? "<code>" + DT.esc(c.src) + "</code>" : null],
+      ["contains", c.calls.length + " calls, " + c.ops.length + " ops directly"],
+    ]);
+  } else {
+    html = "<h3>" + (t === "i" ? "input" : "output") + "</h3>" + this.rows([["tensors", DT.esc(t === "i" ? m.inputs[n] : m.outputs.join(", "))]]);
+  }
+  this.el.innerHTML = html;
+  this.el.querySelectorAll("a[data-go]").forEach(function (a) {
+    a.addEventListener("click", function () { self.onLink(a.getAttribute("data-go")); });
+  });
+  this.trail(key);
+};
+
+DT.Panel.prototype.trail = function (key) {
+  var m = this.m, self = this;
+  var keys = m.path(key);
+  this.crumbs.innerHTML = keys.map(function (k) {
+    var n = +k.slice(1), text = k === "c0" ? "<capture>" : k[0] === "c" ? m.label(m.calls[n]) : k[0] === "f" ? m.runLabel(m.runOf[n]) :
+      k[0] === "o" ? m.ops[n].name : k;
+    return self.link(k, text);
+  }).join(" › ");
+  this.crumbs.querySelectorAll("a[data-go]").forEach(function (a) {
+    a.addEventListener("click", function () { self.onLink(a.getAttribute("data-go")); });
+  });
+};
+
+// ---- search -----------------------------------------------------------------------------------
+// Matches of a query, in capture order: calls by label, path or type, ops by target or name.
+// "*" and "?" are wildcards (a pattern then matches the whole text); otherwise a substring, any case.
+DT.search = function (m, q) {
+  q = q.trim();
+  if (!q) return [];
+  var test;
+  if (/[*?]/.test(q)) {
+    var re = new RegExp("^" + q.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".") + "$", "i");
+    test = function (s) { return re.test(s); };
+  } else {
+    var low = q.toLowerCase();
+    test = function (s) { return s.toLowerCase().indexOf(low) >= 0; };
+  }
+  var out = [];
+  m.calls.forEach(function (c) { if (c.id && (test(m.label(c)) || test(c.path) || test(c.type))) out.push("c" + c.id); });
+  m.ops.forEach(function (o) { if (!o.noise && (test(o.target) || test(o.name) || test(o.target.replace(/\.[^.]*$/, "")))) out.push("o" + o.id); });
+  return out;
+};

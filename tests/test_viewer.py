@@ -1,0 +1,113 @@
+"""render.html without a browser: the payload's structure and size, and a page that names nothing it could fetch."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+from models import coolcnn, traced
+
+import dispatchtrace as dt
+from dispatchtrace.cli import main
+from dispatchtrace.render import formats
+from dispatchtrace.render.html import SCRIPTS, HtmlOptions, page, payload
+from dispatchtrace.views.fold import foldable_runs
+from dispatchtrace.views.noise import noise_ops
+
+
+@pytest.fixture(scope="module")
+def cool() -> dt.Graph:
+    return coolcnn()
+
+
+@pytest.fixture(scope="module")
+def resnet50() -> dt.Graph:
+    torch.manual_seed(0)
+    return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
+
+
+def embedded(text: str) -> dict:
+    """The payload as the page holds it (what the page's script parses)."""
+    m = re.search(r'<script type="application/json" id="dt-data">(.*?)</script>', text, re.S)
+    assert m is not None
+    return json.loads(m.group(1))
+
+
+def test_payload_holds_every_call_and_op_with_their_costs(cool: dt.Graph) -> None:
+    p = payload(cool, HtmlOptions())
+    s, c = p["s"], cool.costs()
+    assert len(p["c"]) == len(cool.calls) + 1 and len(p["o"]) == len(cool.ops)
+    for row, call in zip(p["c"][1:], cool.calls, strict=True):
+        parent = row[0]
+        assert row[1] == call.path and s[row[2]] == call.type and (row[3], row[4]) == (call.index, call.repeat)
+        assert (p["c"][parent][1] if parent else "") == (call.parent.path if call.parent is not cool.root else "")
+        assert row[7] == c.call(call).flops and row[9] == c.call(call).bytes and row[5] == c.call(call).params
+    for row, op in zip(p["o"], cool.ops, strict=True):
+        assert row[1] == op.name and s[row[2]] == op.target
+        assert (row[4], row[5]) == (c.op(op).flops, c.op(op).bytes)
+        assert [s[k] for k in row[8]] == [r.label for r in op.outputs]
+    assert p["noise"] == sorted(op.index for op in noise_ops(cool))
+
+
+def test_edges_are_the_collapsed_graphs_op_level_dependencies(cool: dt.Graph) -> None:
+    p = payload(cool, HtmlOptions())
+    n = len(cool.ops)
+    ends = {(p["e"][k], p["e"][k + 1]) for k in range(0, len(p["e"]), 3)}
+    cg = cool.collapse("ops")
+    want = set()
+    for e in cg.edges:
+        a = e.src.op.index if e.src.op is not None else -1
+        b = e.dst.op.index if e.dst.op is not None else n
+        want.add((a, b))
+    assert ends == want
+    add = cool.find_ops("aten.add*")[0]  # the merge of CoolCNN's two branches reads both max_pools
+    assert sorted(cool.ops[a].target for a, b in ends if b == add.index) == ["aten.max_pool2d_with_indices.default"] * 2
+
+
+def test_fold_runs_and_open_depth_come_from_the_views(resnet50: dt.Graph) -> None:
+    p = payload(resnet50, HtmlOptions())
+    ids = {id(call): i for i, call in enumerate(resnet50.calls, 1)}
+    assert p["fold"] == [[ids[id(c)] for c in run.calls] for run in foldable_runs(resnet50, lambda _: True)]
+    layer1 = [resnet50.calls[i - 1].path for i in next(r for r in p["fold"] if resnet50.calls[r[0] - 1].path == "layer1.1")]
+    assert layer1 == ["layer1.1", "layer1.2"]
+    assert p["open"] == 2  # ResNet's layers open, their bottlenecks closed
+    assert payload(resnet50, HtmlOptions(fold=False))["fold"] == []
+    assert payload(resnet50, HtmlOptions(depth=1))["open"] == 1
+    assert payload(resnet50, HtmlOptions(depth="ops"))["open"] == -1
+
+
+def test_resnet50_payload_is_compact(resnet50: dt.Graph) -> None:
+    text = page(resnet50, HtmlOptions())
+    data = len(json.dumps(embedded(text), separators=(",", ":")))
+    assert data / len(resnet50.ops) < 300  # the issue's target, before compression
+    assert len(text.encode()) < data + 150_000  # the rest: script, styles and dagre (~50 KB)
+
+
+def test_page_fetches_nothing_and_inlines_all_its_parts(cool: dt.Graph) -> None:
+    text = page(cool, HtmlOptions(title="Cool <CNN>"))
+    assert "<title>Cool &lt;CNN&gt; · dispatchtrace</title>" in text
+    assert not re.search(r"<\w[^<>]*\s(src|href|srcset|action|poster|data)\s*=", text, re.I)  # no tag loads anything
+    assert re.findall(r"\.(?:src|href)\s*=\s*([^;]+);", text) == ["URL.createObjectURL(blob)"]  # export-SVG's own blob
+    assert not re.search(r"url\((?!#)", text) and "@import" not in text and "sourceMappingURL" not in text
+    assert not re.search(r"\b(fetch|XMLHttpRequest|WebSocket|EventSource|importScripts|sendBeacon)\s*\(", text)
+    urls = set(re.findall(r"\b(?:https?|wss?|ftp)://[^\s\"'<>)]+", text))
+    assert urls == {"http://www.w3.org/2000/svg"}  # the SVG namespace name, never fetched
+    assert text.count("<script") == 3 and "</script" not in text.split("<script>", 1)[1].replace("</script>", "")
+    for name in SCRIPTS:
+        assert f"// ---- {name}" in text
+    assert embedded(text) == json.loads(json.dumps(payload(cool, HtmlOptions(title="Cool <CNN>"))))
+
+
+def test_render_and_the_cli_write_the_viewer(cool: dt.Graph, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert formats.for_path("m.html").name == "html" and formats.for_path("m.HTM").name == "html"
+    out = cool.render(tmp_path / "cool.html", depth=1, fold=False)
+    p = embedded(out.read_text(encoding="utf-8"))
+    assert p["open"] == 1 and p["fold"] == [] and p["title"] == "CoolCNN"
+    saved = cool.render(tmp_path / "cool.json")
+    assert main(["render", str(saved), "-o", str(tmp_path / "again.html")]) == 0
+    assert embedded((tmp_path / "again.html").read_text(encoding="utf-8"))["o"] == payload(cool, HtmlOptions())["o"]
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'again.html'}\n"

@@ -1,0 +1,249 @@
+"""The HTML viewer in a real browser: headless Chromium (Debian's package) driven by playwright.
+
+Screenshots go to ``$DISPATCHTRACE_SCREENSHOTS`` (default: a pytest temporary folder, printed);
+they are for people to look at, never compared pixel by pixel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+from models import coolcnn, traced
+
+import dispatchtrace as dt
+
+CHROMIUM = "/usr/bin/chromium"
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh installs Debian's package)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = Path(os.environ.get("DISPATCHTRACE_SCREENSHOTS") or tmp_path_factory.mktemp("viewer-screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"viewer screenshots in {folder}")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
+                               args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def cool() -> dt.Graph:
+    return coolcnn()
+
+
+@pytest.fixture(scope="module")
+def resnet50() -> dt.Graph:
+    torch.manual_seed(0)
+    return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
+
+
+@pytest.fixture(scope="module")
+def llama7b() -> dt.Graph:
+    """The 7B Llama-style decoder of examples/llama_meta.py (32 layers, hidden 4096), on meta."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).parents[1] / "examples" / "llama_meta.py"
+    spec = importlib.util.spec_from_file_location("llama_meta", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        with torch.device("meta"):
+            model = module.Llama(module.Config()).eval()
+    finally:
+        del sys.modules[spec.name]
+    with torch.no_grad(), dt.capture(model) as g:
+        model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
+    return g
+
+
+class Page:
+    """One viewer page, with every console error, page error and request it made."""
+
+    def __init__(self, browser: object, path: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)  # type: ignore[attr-defined]
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.url = path.resolve().as_uri()
+        self.page.goto(self.url)
+        self.page.wait_for_selector("#viewport .node")
+
+    def nodes(self) -> dict[str, str]:
+        """``{key: text}`` of every node drawn (closed calls, folded runs, ops, inputs, output)."""
+        return self.page.evaluate("Object.fromEntries([...document.querySelectorAll('#viewport .node')]"
+                                  ".map(n => [n.dataset.key, [...n.querySelectorAll('text')].map(t => t.textContent).join(' | ')]))")
+
+    def edges(self) -> set[tuple[str, str]]:
+        pairs = self.page.evaluate("[...document.querySelectorAll('#viewport .edge')].map(e => [e.dataset.src, e.dataset.dst])")
+        return {(a, b) for a, b in pairs}
+
+    def key(self, text: str) -> str:
+        """The key of the one node whose first line is ``text`` (a ▸ marks a call that opens)."""
+        found = [k for k, t in self.nodes().items() if t.split(" | ")[0].removeprefix("▸ ") == text]
+        assert len(found) == 1, (text, self.nodes())
+        return found[0]
+
+    def click(self, key: str) -> None:
+        """Click a node, centring it first when it lies outside the window (as a person would pan)."""
+        node = self.page.locator(f'#viewport .node[data-key="{key}"]')
+        box, stage = node.bounding_box(), self.page.locator("#stage").bounding_box()
+        assert box is not None and stage is not None
+        if not (stage["x"] <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"]
+                and stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]):
+            self.page.evaluate(f"DT.app.view.centre('{key}')")
+        node.click()
+
+    def fills(self) -> list[str]:
+        return self.page.evaluate("[...document.querySelectorAll('#viewport .node rect')].map(r => getComputedStyle(r).fill)")
+
+    def close(self) -> None:
+        assert self.errors == []
+        assert self.requests == [self.url]  # the page itself, nothing else
+        self.page.close()
+
+
+@pytest.fixture(scope="module")
+def cool_html(cool: dt.Graph, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cool.render(tmp_path_factory.mktemp("cool") / "cool.html")
+
+
+@pytest.fixture(scope="module")
+def resnet_html(resnet50: dt.Graph, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return resnet50.render(tmp_path_factory.mktemp("resnet") / "resnet50.html")
+
+
+def test_coolcnn_opens_with_its_two_branches_and_their_merge(browser: object, cool_html: Path, shots: Path) -> None:
+    p = Page(browser, cool_html)
+    edges = p.edges()
+    first, second = p.key("initial_conv"), p.key("parallel_conv")
+    pool0, pool1, add = p.key("max_pool#0"), p.key("max_pool#1"), p.key("add")
+    assert ("i0", first) in edges and ("i0", second) in edges  # one input, two branches
+    assert (pool0, add) in edges and (pool1, add) in edges  # merged by the add
+    assert not {(pool0, pool1), (pool1, pool0)} & edges  # and parallel: neither feeds the other
+    p.page.screenshot(path=str(shots / "coolcnn.png"))
+    p.close()
+
+
+def test_opening_layer1_0_shows_its_three_relu_calls(browser: object, resnet_html: Path, shots: Path) -> None:
+    p = Page(browser, resnet_html)
+    before = p.nodes()
+    assert not [t for t in before.values() if "layer1.0.relu" in t]
+    layer = p.key("layer1.0")
+    p.click(layer)
+    after = p.nodes()
+    relus = sorted(t.split(" | ")[0].removeprefix("▸ ") for t in after.values() if t.startswith("▸ layer1.0.relu"))
+    assert relus == ["layer1.0.relu#0", "layer1.0.relu#1", "layer1.0.relu#2"]
+    assert layer not in after and p.page.locator(f'#viewport .box[data-key="{layer}"]').count() == 1
+    assert "its only call" in p.page.inner_text("#details") and "layer1.0" in p.page.inner_text("#crumbs")
+    p.click(p.key("layer1.0.relu#1"))  # opens it (to its relu_ op) and selects it
+    assert "call 2 of 3 of this module" in p.page.inner_text("#details")
+    p.page.screenshot(path=str(shots / "resnet50-layer1.0-open.png"))
+    p.page.click(f'#viewport .box[data-key="{layer}"] .head')  # the title bar closes it again
+    assert p.nodes() == before
+    p.close()
+
+
+def test_search_finds_add_and_opens_its_call(browser: object, resnet_html: Path, resnet50: dt.Graph, shots: Path) -> None:
+    p = Page(browser, resnet_html)
+    p.page.fill("#search", "aten.add_")
+    adds = [op for op in resnet50.ops if op.target.startswith("aten.add_")]
+    assert p.page.inner_text("#hits") == f"{len(adds)} found"
+    p.page.press("#search", "Enter")
+    p.page.press("#search", "Enter")  # the second add_: inside layer1.1, a folded repetition
+    second = adds[1]
+    key = f"o{second.index}"
+    assert p.page.inner_text("#hits") == f"2 of {len(adds)}"
+    assert key in p.nodes() and p.page.locator(f'#viewport .node.selected[data-key="{key}"]').count() == 1
+    details = p.page.inner_text("#details")
+    assert second.name in details and second.target in details and second.call.path in details
+    box = p.page.locator(f'#viewport .node[data-key="{key}"]').bounding_box()
+    stage = p.page.locator("#stage").bounding_box()
+    assert box is not None and stage is not None
+    assert stage["x"] <= box["x"] <= stage["x"] + stage["width"] and stage["y"] <= box["y"] <= stage["y"] + stage["height"]
+    p.page.screenshot(path=str(shots / "resnet50-search-add_.png"))
+    p.page.press("#search", "Shift+Enter")
+    assert p.page.inner_text("#hits") == f"1 of {len(adds)}"
+    p.close()
+
+
+def test_details_show_the_flops_costs_gives(browser: object, resnet_html: Path, resnet50: dt.Graph) -> None:
+    p = Page(browser, resnet_html)
+    layer = resnet50.find_calls("layer1.0")[0]
+    p.click(p.key("layer1.0"))
+    shown = p.page.get_attribute("#details .flops", "data-v")
+    assert shown is not None and int(shown) == resnet50.costs().call(layer).flops
+    conv = resnet50.find_ops("aten.convolution*", path="layer1.0.conv2")[0]
+    p.click(p.key("layer1.0.conv2"))
+    p.click(p.key(conv.name))
+    assert int(p.page.get_attribute("#details .flops", "data-v") or -1) == resnet50.costs().op(conv).flops
+    assert "f32[64, 64, 3, 3]" in p.page.inner_text("#details")  # the weight's shape among the arguments
+    p.close()
+
+
+def test_colour_by_flops_changes_fills_and_shows_a_legend(browser: object, resnet_html: Path, shots: Path) -> None:
+    p = Page(browser, resnet_html)
+    plain = p.fills()
+    p.page.select_option("#colour", "flops")
+    coloured = p.fills()
+    assert len(coloured) == len(plain) and len(set(coloured)) > len(set(plain)) + 3
+    assert "FLOPs" in p.page.inner_text("#legend") and p.page.is_visible("#legend")
+    p.page.screenshot(path=str(shots / "resnet50-flops.png"))
+    p.page.select_option("#colour", "none")
+    assert p.fills() == plain
+    p.close()
+
+
+def test_export_svg_is_a_valid_svg_of_the_view(browser: object, cool_html: Path, tmp_path: Path) -> None:
+    p = Page(browser, cool_html)
+    with p.page.expect_download() as info:
+        p.page.click("#export")
+    saved = tmp_path / info.value.suggested_filename
+    info.value.save_as(saved)
+    root = ET.parse(saved).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.tag == f"{ns}svg" and int(root.get("width", "0")) > 100
+    texts = {t.text for t in root.iter(f"{ns}text")}
+    assert {"▸ initial_conv", "▸ parallel_conv"} <= texts
+    assert len(list(root.iter(f"{ns}path"))) >= len(p.edges())
+    p.requests = [r for r in p.requests if not r.startswith("blob:")]  # the download itself is made in the page
+    p.close()
+
+
+def test_llama_7b_on_meta_opens_and_expands_a_decoder_layer(browser: object, llama7b: dt.Graph, tmp_path: Path,
+                                                           shots: Path) -> None:
+    p = Page(browser, llama7b.render(tmp_path / "llama7b.html"))
+    run = p.key("layers.0–31 ×32")  # the 32 decoder layers, folded
+    p.click(run)
+    layer = p.key("layers.5")
+    p.click(layer)
+    inside = {t.split(" | ")[0].removeprefix("▸ ") for t in p.nodes().values()}
+    assert {"layers.5.attn", "layers.5.mlp", "layers.4", "layers.6"} <= inside
+    attn = llama7b.find_calls("layers.5.attn")[0]
+    p.click(p.key("layers.5.attn"))
+    assert int(p.page.get_attribute("#details .flops", "data-v") or -1) == llama7b.costs().call(attn).flops
+    p.page.screenshot(path=str(shots / "llama7b-layer5-open.png"))
+    p.close()
