@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -10,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN  # the first seed's model, verbatim
 
-__all__ = ["CoolCNN", "CountOps", "coolcnn", "traced"]
+__all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "traced"]
 
 
 class CountOps(TorchDispatchMode):
@@ -38,3 +44,18 @@ def coolcnn() -> dt.Graph:
     torch.manual_seed(0)
     model = CoolCNN()
     return traced(model, torch.randn(1, 3, 32, 32))
+
+
+@contextmanager
+def example(name: str) -> Iterator[ModuleType]:
+    """``examples/NAME.py`` imported as a module while the block runs (dataclasses look their module up)."""
+    path = Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[name]

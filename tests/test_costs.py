@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+from models import example
 from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
@@ -195,22 +196,9 @@ def test_itemsize() -> None:
 
 
 def test_llama_example_on_meta_matches_flop_counter_mode(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "examples" / "llama_meta.py"
-    spec = importlib.util.spec_from_file_location("llama_meta", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    import sys
-
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    out = tmp_path / "llama.md"
-    assert module.main(["--layers", "2", "--seq", "64", "--out", str(out)]) == 0  # 0: totals equal
+    with example("llama_meta") as module:
+        out = tmp_path / "llama.md"
+        assert module.main(["--layers", "2", "--seq", "64", "--out", str(out)]) == 0  # 0: totals equal
     text = out.read_text()
     assert "| layers.1 |" in text and "(equal)" in text
 

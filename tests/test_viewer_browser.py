@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
-from models import coolcnn, traced
+from models import coolcnn, example, traced
 
 import dispatchtrace as dt
 
@@ -59,20 +59,8 @@ def resnet50() -> dt.Graph:
 @pytest.fixture(scope="module")
 def llama7b() -> dt.Graph:
     """The 7B Llama-style decoder of examples/llama_meta.py (32 layers, hidden 4096), on meta."""
-    import importlib.util
-    import sys
-
-    path = Path(__file__).parents[1] / "examples" / "llama_meta.py"
-    spec = importlib.util.spec_from_file_location("llama_meta", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-        with torch.device("meta"):
-            model = module.Llama(module.Config()).eval()
-    finally:
-        del sys.modules[spec.name]
+    with example("llama_meta") as module, torch.device("meta"):
+        model = module.Llama(module.Config()).eval()
     with torch.no_grad(), dt.capture(model) as g:
         model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
     return g
