@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN  # the first seed's model, verbatim
 
-__all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "traced"]
+__all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "resnet50", "traced"]
 
 
 class CountOps(TorchDispatchMode):
@@ -44,6 +44,14 @@ def coolcnn() -> dt.Graph:
     torch.manual_seed(0)
     model = CoolCNN()
     return traced(model, torch.randn(1, 3, 32, 32))
+
+
+def resnet50() -> dt.Graph:
+    """A capture of torchvision's ResNet-50 (weights=None, eval, no_grad) on one seeded 224x224 image."""
+    import torchvision
+
+    torch.manual_seed(0)
+    return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
 
 
 @contextmanager

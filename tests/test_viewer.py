@@ -6,10 +6,9 @@ import json
 import re
 from pathlib import Path
 
+import models
 import pytest
-import torch
-import torchvision
-from models import coolcnn, traced
+from models import coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -26,8 +25,7 @@ def cool() -> dt.Graph:
 
 @pytest.fixture(scope="module")
 def resnet50() -> dt.Graph:
-    torch.manual_seed(0)
-    return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
+    return models.resnet50()
 
 
 def embedded(text: str) -> dict:

@@ -12,10 +12,10 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
+import models
 import pytest
 import torch
-import torchvision
-from models import coolcnn, example, traced
+from models import coolcnn, example
 
 import dispatchtrace as dt
 
@@ -52,8 +52,7 @@ def cool() -> dt.Graph:
 
 @pytest.fixture(scope="module")
 def resnet50() -> dt.Graph:
-    torch.manual_seed(0)
-    return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
+    return models.resnet50()
 
 
 @pytest.fixture(scope="module")
