@@ -13,7 +13,7 @@ from models import coolcnn
 import dispatchtrace as dt
 from dispatchtrace.cli import main
 from dispatchtrace.render import formats
-from dispatchtrace.render.html import SCRIPTS, HtmlOptions, page, payload
+from dispatchtrace.render.html import SCRIPTS, WORKER, HtmlOptions, page, payload
 from dispatchtrace.views.fold import foldable_runs
 from dispatchtrace.views.noise import noise_ops
 
@@ -89,13 +89,17 @@ def test_page_fetches_nothing_and_inlines_all_its_parts(cool: dt.Graph) -> None:
     text = page(cool, HtmlOptions(title="Cool <CNN>"))
     assert "<title>Cool &lt;CNN&gt; · dispatchtrace</title>" in text
     assert not re.search(r"<\w[^<>]*\s(src|href|srcset|action|poster|data)\s*=", text, re.I)  # no tag loads anything
-    assert re.findall(r"\.(?:src|href)\s*=\s*([^;]+);", text) == ["URL.createObjectURL(blob)"]  # export-SVG's own blob
+    assigned = re.findall(r"\.(?:src|href)\s*=\s*([^;]+);", text)  # only the exports' own blob and data URLs
+    assert sorted(assigned) == ['"data:image/svg+xml;charset=utf-8," + encodeURIComponent(this.svgText())', "URL.createObjectURL(blob)"]
+    # the layout worker is made from the page's own script elements, never from a file or URL
+    assert re.findall(r"new Worker\(([^)]*)\)", text) == ["url"]
+    assert 'URL.createObjectURL(new Blob([code], { type: "text/javascript" }))' in text
     assert not re.search(r"url\((?!#)", text) and "@import" not in text and "sourceMappingURL" not in text
     assert not re.search(r"\b(fetch|XMLHttpRequest|WebSocket|EventSource|importScripts|sendBeacon)\s*\(", text)
     urls = set(re.findall(r"\b(?:https?|wss?|ftp)://[^\s\"'<>)]+", text))
     assert urls == {"http://www.w3.org/2000/svg"}  # the SVG namespace name, never fetched
-    assert text.count("<script") == 3 and "</script" not in text.split("<script>", 1)[1].replace("</script>", "")
-    for name in SCRIPTS:
+    assert text.count("<script") == 4 and "</script" not in text.split("<script>", 1)[1].replace("</script>", "")
+    for name in (*SCRIPTS, WORKER):
         assert f"// ---- {name}" in text
     assert embedded(text) == json.loads(json.dumps(payload(cool, HtmlOptions(title="Cool <CNN>"))))
 

@@ -38,7 +38,10 @@ if TYPE_CHECKING:
 VERSION = 1
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
-SCRIPTS = ("model.js", "layout.js", "draw.js", "panel.js", "main.js")
+SCRIPTS = ("model.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
+
+#: the layout code that also runs in the page's Web Worker (with dagre), in its own script element
+WORKER = "group.js"
 
 FLAG_INPLACE, FLAG_VIEW = 1, 2
 
@@ -170,8 +173,9 @@ def page(graph: Graph, o: HtmlOptions) -> str:
         f"<title>{title} · dispatchtrace</title>\n"
         f"<style>\n{_asset('viewer.css')}</style>\n</head>\n<body>\n{_asset('body.html')}"
         f"<script type=\"application/json\" id=\"dt-data\">{data}</script>\n"
-        f"<script>\n// @dagrejs/dagre {_asset('vendor/VERSIONS').split()[-1]} (MIT licence, see dagre.LICENSE)\n"
+        f"<script id=\"dt-dagre\">\n// @dagrejs/dagre {_asset('vendor/VERSIONS').split()[-1]} (MIT licence, see dagre.LICENSE)\n"
         f"{_inline(_asset('vendor/dagre.min.js'))}\n</script>\n"
+        f"<script id=\"dt-group\">\n// ---- {WORKER}\n{_inline(_asset(WORKER))}\n</script>\n"
         f"<script>\n{_inline(scripts)}\n</script>\n</body></html>\n"
     )
 

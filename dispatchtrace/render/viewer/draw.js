@@ -20,13 +20,18 @@ DT.View = function (model, layout, svg) {
   this.at = {};
   this.colour = "none";
   this.onClick = function () {};
+  this.onDraw = function () {};  // after each picture (the mini-map follows)
+  this.onMove = function () {};  // after each pan or zoom
+  this.edges = [];
   this.bindPanZoom();
+  this.bindTips();
 };
 
-DT.View.prototype.draw = function () {
+// Draw what layout.update() placed: {at: positions, edges: [srcKey, dstKey, shapes]}.
+DT.View.prototype.draw = function (res) {
   var m = this.m, self = this, vp = this.vp;
-  var edges = m.visibleEdges();
-  var at = this.at = this.l.place(edges);
+  var edges = this.edges = res.edges;
+  var at = this.at = res.at;
   while (vp.firstChild) vp.removeChild(vp.firstChild);
   var boxes = DT.el("g", { "class": "boxes" }, vp), lines = DT.el("g", { "class": "edges" }, vp), nodes = DT.el("g", { "class": "nodes" }, vp);
   var fills = this.fills(at);
@@ -37,8 +42,7 @@ DT.View.prototype.draw = function () {
       var g = DT.el("g", { "class": "box", "data-key": key }, boxes);
       DT.el("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: 6 }, g);
       var head = DT.el("rect", { "class": "head", x: p.x, y: p.y, width: p.w, height: DT.HEAD_H, rx: 6 }, g);
-      var c = m.calls[+key.slice(1)];
-      DT.el("text", { x: p.x + 8, y: p.y + 15 }, g).textContent = "▾ " + m.label(c) + "  (" + c.type + ")";
+      DT.el("text", { x: p.x + 8, y: p.y + 15 }, g).textContent = "▾ " + m.callLabel(m.calls[+key.slice(1)]);
       head.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, true); });
       return;
     }
@@ -47,23 +51,44 @@ DT.View.prototype.draw = function () {
     var r = DT.el("rect", { width: p.w, height: p.h, rx: kind === "op" ? 3 : 6 }, n);
     if (fills[key]) r.style.fill = fills[key];
     var text = self.l.text(key);
-    var prefix = kind === "call" && m.calls[+key.slice(1)].calls.length + m.calls[+key.slice(1)].ops.length ? "▸ " : "";
+    var prefix = kind === "call" && m.hasInside(+key.slice(1)) ? "▸ " : "";
     DT.el("text", { x: 8, y: 14 }, n).textContent = prefix + text[0];
     DT.el("text", { "class": "sub", x: 8, y: 27 }, n).textContent = text[1];
     n.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, false); });
   });
-  edges.forEach(function (e) {
+  edges.forEach(function (e, i) {
     var a = at[e[0]], b = at[e[1]];
     if (!a || !b) return;
     var x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y;
     var dy = Math.max(20, Math.abs(y2 - y1) / 2);
-    var path = DT.el("path", { "class": "edge", "data-src": e[0], "data-dst": e[1],
-      d: "M" + x1 + "," + y1 + " C" + x1 + "," + (y1 + dy) + " " + x2 + "," + (y2 - dy) + " " + x2 + "," + y2,
-      "marker-end": "url(#dt-arrow)" }, lines);
-    DT.el("title", {}, path).textContent = e[0] + " → " + e[1] + (e[2] ? ": " + e[2] : "");
+    var d = "M" + x1 + "," + y1 + " C" + x1 + "," + (y1 + dy) + " " + x2 + "," + (y2 - dy) + " " + x2 + "," + y2;
+    DT.el("path", { "class": "edge", "data-src": e[0], "data-dst": e[1], d: d, "marker-end": "url(#dt-arrow)" }, lines);
+    DT.el("path", { "class": "hit", "data-edge": i, d: d }, lines);  // a wide transparent stroke to hover
   });
   this.apply();
+  this.onDraw();
   return at;
+};
+
+// The tooltip of an edge under the pointer: its ends and the tensor shapes it carries.
+DT.View.prototype.bindTips = function () {
+  var self = this, tip = document.getElementById("tip");
+  this.vp.addEventListener("mouseover", function (ev) {
+    var i = ev.target.getAttribute && ev.target.getAttribute("data-edge");
+    if (i === null || i === undefined) return;
+    var e = self.edges[+i], name = function (k) { return self.l.text(k)[0]; };
+    tip.innerHTML = DT.esc(name(e[0]) + " → " + name(e[1])) + (e[2].length ? "<br>" + e[2].map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join("<br>") : "");
+    var r = document.getElementById("stage").getBoundingClientRect();
+    tip.style.left = (ev.clientX - r.left + 12) + "px";
+    tip.style.top = (ev.clientY - r.top + 12) + "px";
+    tip.style.display = "block";
+    ev.target.previousSibling.classList.add("hover");
+  });
+  this.vp.addEventListener("mouseout", function (ev) {
+    if (!ev.target.getAttribute || ev.target.getAttribute("data-edge") === null) return;
+    tip.style.display = "none";
+    ev.target.previousSibling.classList.remove("hover");
+  });
 };
 
 // Fill colours for the current colour mode: a log scale from white to orange, or one hue per type.
@@ -114,6 +139,7 @@ DT.num = function (v) {
 // ---- pan and zoom ---------------------------------------------------------------------------
 DT.View.prototype.apply = function () {
   this.vp.setAttribute("transform", "translate(" + this.t.x + "," + this.t.y + ") scale(" + this.t.k + ")");
+  this.onMove();
 };
 
 DT.View.prototype.zoomAt = function (f, cx, cy) {
@@ -168,25 +194,3 @@ DT.View.prototype.bindPanZoom = function () {
   });
 };
 
-// ---- export -----------------------------------------------------------------------------------
-DT.EXPORT_CSS = [
-  ".node rect{fill:#fff;stroke:#555;stroke-width:1}", ".node.call rect,.node.fold rect{fill:#eef3fb;stroke:#3d6bb3}",
-  ".node.fold rect{stroke-dasharray:4 2}", ".node.io rect{fill:#f4f4f4;stroke:#999}",
-  "text{font:11px system-ui,sans-serif;fill:#222}", "text.sub{fill:#666;font-size:10px}",
-  ".box>rect{fill:rgba(61,107,179,.04);stroke:#3d6bb3}", ".box>.head{fill:#dbe6f6}", ".box>text{fill:#1d3f75}",
-  ".edge{fill:none;stroke:#777;stroke-width:1.1}",
-].join("");
-
-// The current view (everything visible, at its own scale) as a standalone SVG document.
-DT.View.prototype.svgText = function () {
-  var root = this.at.c0 || { w: 100, h: 100 };
-  var svg = DT.el("svg", { xmlns: DT.SVG_NS, width: Math.ceil(root.w), height: Math.ceil(root.h),
-                           viewBox: "0 0 " + Math.ceil(root.w) + " " + Math.ceil(root.h) });
-  DT.el("style", {}, svg).textContent = DT.EXPORT_CSS;
-  svg.appendChild(this.svg.querySelector("defs").cloneNode(true));
-  var g = this.vp.cloneNode(true);
-  g.removeAttribute("transform");
-  g.removeAttribute("id");
-  svg.appendChild(g);
-  return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(svg);
-};

@@ -1,17 +1,59 @@
 // layout.js: where each visible item goes. Each open call is laid out over its direct children only
-// (open sub-calls as boxes of the size their own layout gave), and each result is cached until
-// something inside that call opens or closes, so the cost follows what is visible.
+// (group.js), in a Web Worker made from the page's own script text (a Blob URL: nothing is fetched),
+// and each result is cached until something inside that call opens or closes, so the cost follows
+// what is visible and the page stays responsive while a large call is laid out.
 "use strict";
 var DT = window.DT || (window.DT = {});
 
-DT.NODE_H = 34;
-DT.HEAD_H = 22;
-DT.PAD = 12;
-DT.RANK_LIMIT = 1500;  // more direct children than this: a simple rank layout instead of dagre
-
 DT.Layout = function (model) {
   this.m = model;
-  this.cache = {};  // call id -> {v: version, r: result}
+  this.cache = {};  // call id -> {v: version, sig: its children and edges, r: {w, h, at}}
+  this.stats = { worker: 0, main: 0 };  // groups laid out in the worker and on the page
+  this.asked = 0;
+  this.waiting = {};
+  this.worker = this.startWorker();
+};
+
+// The worker: the vendored dagre and group.js, both read back from their own script elements.
+DT.Layout.prototype.startWorker = function () {
+  var self = this;
+  try {
+    var code = document.getElementById("dt-dagre").textContent + "\n" + document.getElementById("dt-group").textContent +
+      "\nself.onmessage = function (ev) { self.postMessage({ n: ev.data.n, r: DT.layoutJobs(ev.data.jobs) }); };\n";
+    var url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+    var w = new Worker(url);
+    w.onmessage = function (ev) {
+      URL.revokeObjectURL(url);
+      var done = self.waiting[ev.data.n];
+      delete self.waiting[ev.data.n];
+      if (done) done.resolve(ev.data.r);
+    };
+    w.onerror = function (ev) {  // it could not start (a page that forbids workers): lay out here instead
+      ev.preventDefault();
+      self.worker = null;
+      Object.keys(self.waiting).forEach(function (n) { var d = self.waiting[n]; delete self.waiting[n]; d.resolve(self.here(d.jobs)); });
+    };
+    return w;
+  } catch (e) {
+    return null;
+  }
+};
+
+DT.Layout.prototype.here = function (jobs) {
+  this.stats.main += jobs.length;
+  return DT.layoutJobs(jobs);
+};
+
+DT.Layout.prototype.run = function (jobs) {
+  var self = this;
+  if (!jobs.length) return Promise.resolve({});
+  if (!this.worker) return Promise.resolve(this.here(jobs));
+  this.stats.worker += jobs.length;
+  return new Promise(function (resolve) {
+    var n = ++self.asked;
+    self.waiting[n] = { resolve: resolve, jobs: jobs };
+    self.worker.postMessage({ n: n, jobs: jobs });
+  });
 };
 
 DT.Layout.prototype.text = function (key) {
@@ -44,69 +86,47 @@ DT.Layout.prototype.group = function (edges) {
   return out;
 };
 
-// {w, h, at: {key: {x, y, w, h}}} for open call i (positions relative to its box's top left).
-DT.Layout.prototype.box = function (i, edges) {
-  var m = this.m, v = m.version[i] || 0, hit = this.cache[i];
-  if (hit && hit.v === v) return hit.r;
-  var kids = m.children(i), size = {}, self = this;
-  kids.forEach(function (k) {
-    if (m.isOpen(k)) { var r = self.box(+k.slice(1), edges); size[k] = { w: r.w, h: r.h }; }
-    else size[k] = self.leafSize(k);
-  });
-  var inner = edges["c" + i] || [];
-  var at = kids.length > DT.RANK_LIMIT ? this.ranks(kids, size, inner) : this.dagre(kids, size, inner);
-  var w = 0, h = 0;
-  kids.forEach(function (k) { w = Math.max(w, at[k].x + at[k].w); h = Math.max(h, at[k].y + at[k].h); });
-  var top = i === 0 ? DT.PAD : DT.HEAD_H + DT.PAD;
-  kids.forEach(function (k) { at[k].x += DT.PAD; at[k].y += top; });
-  var title = i === 0 ? 0 : this.text("c" + i)[0].length * 6.6 + 60;
-  var r = { w: Math.max(w + 2 * DT.PAD, title, 80), h: h + top + DT.PAD, at: at };
-  this.cache[i] = { v: v, r: r };
-  return r;
+// The layout jobs for every open call whose cached layout is out of date, inner calls first.
+DT.Layout.prototype.plan = function (inner) {
+  var m = this.m, self = this, jobs = [];
+  (function visit(i) {
+    var v = m.version[i] || 0, hit = self.cache[i];
+    if (hit && hit.v === v) return;
+    var kids = m.children(i), size = {}, idx = {};
+    kids.forEach(function (k, n) {
+      idx[k] = n;
+      if (!m.isOpen(k)) { size[k] = self.leafSize(k); return; }
+      var c = +k.slice(1);
+      visit(c);
+      var r = self.cache[c];
+      if (r && r.v === (m.version[c] || 0)) size[k] = { w: r.r.w, h: r.r.h };
+    });
+    var edges = (inner["c" + i] || []).map(function (e) { return [idx[e[0]], idx[e[1]]]; });
+    var sig = kids.join(",") + "|" + edges.join(";");
+    jobs.push({ id: i, v: v, sig: sig, kids: kids, size: size, edges: edges, top: i === 0 ? DT.PAD : DT.HEAD_H + DT.PAD,
+                title: i === 0 ? 0 : m.callLabel(m.calls[i]).length * 6.6 + 40, prev: hit && hit.sig === sig ? hit.r.at : null });
+  })(0);
+  return jobs;
 };
 
-DT.Layout.prototype.dagre = function (kids, size, inner) {
-  var g = new dagre.graphlib.Graph();
-  g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 28, marginx: 0, marginy: 0 });
-  g.setDefaultEdgeLabel(function () { return {}; });
-  kids.forEach(function (k) { g.setNode(k, { width: size[k].w, height: size[k].h }); });
-  inner.forEach(function (e) { g.setEdge(e[0], e[1]); });
-  dagre.layout(g);
-  var at = {};
-  kids.forEach(function (k) {
-    var n = g.node(k);
-    at[k] = { x: n.x - size[k].w / 2, y: n.y - size[k].h / 2, w: size[k].w, h: size[k].h };
+// Lay out what is visible now; resolves to {at: {key: {x, y, w, h, open}}, edges: visible edges}.
+DT.Layout.prototype.update = function () {
+  var self = this, keys = this.m.visible(), edges = this.m.visibleEdges(keys), jobs = this.plan(this.group(edges));
+  return this.run(jobs).then(function (done) {
+    jobs.forEach(function (j) { self.cache[j.id] = { v: j.v, sig: j.sig, r: done["c" + j.id] }; });
+    return { at: self.place(), edges: edges };
   });
-  return at;
 };
 
-// The fallback for a call with thousands of direct children: longest-path ranks, one row per rank.
-DT.Layout.prototype.ranks = function (kids, size, inner) {
-  var rank = {}, idx = {};
-  kids.forEach(function (k, n) { rank[k] = 0; idx[k] = n; });
-  var sorted = inner.slice().sort(function (a, b) { return idx[a[1]] - idx[b[1]]; });
-  sorted.forEach(function (e) { if (idx[e[0]] < idx[e[1]]) rank[e[1]] = Math.max(rank[e[1]], rank[e[0]] + 1); });
-  var rows = [];
-  kids.forEach(function (k) { (rows[rank[k]] = rows[rank[k]] || []).push(k); });
-  var at = {}, y = 0;
-  rows.forEach(function (row) {
-    if (!row) return;
-    var x = 0, h = 0;
-    row.forEach(function (k) { at[k] = { x: x, y: y, w: size[k].w, h: size[k].h }; x += size[k].w + 18; h = Math.max(h, size[k].h); });
-    y += h + 28;
-  });
-  return at;
-};
-
-// Absolute positions of everything visible: {key: {x, y, w, h, open}}.
-DT.Layout.prototype.place = function (visible) {
-  var out = {}, self = this, edges = this.group(visible);
+// Absolute positions of everything visible, from the cached layouts: {key: {x, y, w, h, open}}.
+DT.Layout.prototype.place = function () {
+  var out = {}, self = this;
   function visit(i, x0, y0) {
-    var r = self.box(i, edges);
+    var r = self.cache[i].r;
     Object.keys(r.at).forEach(function (k) {
-      var a = r.at[k], p = { x: x0 + a.x, y: y0 + a.y, w: a.w, h: a.h, open: self.m.isOpen(k) };
-      out[k] = p;
-      if (p.open) visit(+k.slice(1), p.x, p.y);
+      var a = r.at[k], open = self.m.isOpen(k) && !!self.cache[+k.slice(1)];
+      var p = out[k] = { x: x0 + a.x, y: y0 + a.y, w: a.w, h: a.h, open: open };
+      if (open) visit(+k.slice(1), p.x, p.y);
     });
     return r;
   }

@@ -6,44 +6,104 @@ DT.start = function () {
   var p = JSON.parse(document.getElementById("dt-data").textContent);
   var m = new DT.Model(p), layout = new DT.Layout(m), view = new DT.View(m, layout, document.getElementById("canvas"));
   var panel = new DT.Panel(m, document.getElementById("details"), document.getElementById("crumbs"));
-  var app = DT.app = { model: m, layout: layout, view: view, panel: panel, selected: null, matches: [], hit: -1 };
+  var map = new DT.MiniMap(view, document.getElementById("map"));
+  var app = DT.app = { model: m, layout: layout, view: view, panel: panel, map: map, selected: null, matches: [], hit: -1,
+                       trace: null, ready: Promise.resolve() };
   document.getElementById("title").textContent = m.title;
-  var fold = document.getElementById("fold");
+  var fold = document.getElementById("fold"), traced = document.getElementById("traced"), body = document.body;
   fold.checked = m.foldOn;
   fold.disabled = !p.fold.length;
+  document.getElementById("depth").value = p.open < 0 ? 99 : p.open;
+  view.onDraw = function () { map.draw(); };
+  view.onMove = function () { map.move(); };
 
+  // Classes on what is drawn: the selection, search matches, and what is upstream or downstream of the selection.
   function mark() {
-    view.vp.querySelectorAll(".node").forEach(function (n) {
+    var lit = {}, dir = app.trace && app.trace.dir;
+    if (app.trace) {
+      Object.keys(app.trace.ops).forEach(function (k) {
+        var leaf = m.leafOfEnd(k[0] === "i" ? -1 - +k.slice(1) : k === "y" ? m.ops.length : +k);
+        if (leaf) for (var c = leaf; c !== "c0"; c = m.container(c)) lit[c] = true;  // and the open calls around it
+      });
+    }
+    var matches = {};
+    app.matches.forEach(function (k) { matches[k] = true; });
+    view.vp.querySelectorAll(".node, .box").forEach(function (n) {
       var k = n.getAttribute("data-key");
       n.classList.toggle("selected", k === app.selected);
-      n.classList.toggle("match", app.matches.indexOf(k) >= 0 && k !== app.selected);
+      n.classList.toggle("match", !!matches[k] && k !== app.selected);
+      n.classList.toggle("up", dir === "up" && !!lit[k]);
+      n.classList.toggle("down", dir === "down" && !!lit[k]);
     });
+    var sel = app.selected && (view.at[app.selected] ? app.selected : null);
     view.vp.querySelectorAll(".edge").forEach(function (e) {
-      e.classList.toggle("hot", e.getAttribute("data-src") === app.selected || e.getAttribute("data-dst") === app.selected);
+      var a = e.getAttribute("data-src"), b = e.getAttribute("data-dst");
+      e.classList.toggle("hot", a === sel || b === sel);
+      var on = !!dir && (lit[a] || a === sel) && (lit[b] || b === sel);
+      e.classList.toggle("up", on && dir === "up");
+      e.classList.toggle("down", on && dir === "down");
     });
   }
-  app.redraw = function () { view.draw(); mark(); };
-  app.select = function (key) { app.selected = key; panel.show(key); mark(); };
+  app.mark = mark;
+
+  // Lay out (in the worker) and draw what is visible; then run after(); body[data-busy] while it works.
+  var queued = null;
+  app.redraw = function (after) {
+    body.setAttribute("data-busy", "1");
+    if (!queued) {
+      queued = { after: [] };
+      var mine = queued;
+      app.ready = app.ready.then(function () {
+        if (queued === mine) queued = null;
+        return layout.update();
+      }).then(function (res) {
+        view.draw(res);
+        mark();
+        mine.after.forEach(function (f) { f(); });
+      }).catch(function (e) { console.error(e); }).then(function () {
+        if (!queued) body.removeAttribute("data-busy");
+      });
+    }
+    if (after) queued.after.push(after);
+    return app.ready;
+  };
+  app.select = function (key) { app.selected = key; app.trace = null; traced.textContent = ""; panel.show(key); mark(); };
   app.go = function (key) {  // open what is around key, draw, centre it and show its details
     m.reveal(key);
-    app.redraw();
-    var shown = view.at[key] ? key : m.leafOfEnd(key[0] === "o" ? +key.slice(1) : -1);
-    view.centre(shown || key);
-    app.select(key);
+    return app.redraw(function () {
+      var shown = view.at[key] ? key : m.leafOfEnd(key[0] === "o" ? +key.slice(1) : -1);
+      view.centre(shown || key);
+      app.select(key);
+    });
   };
   view.onClick = function (key) {  // a call or a run: open, close or unfold it; then select what was clicked
     var n = +key.slice(1), was = view.at[key];
-    var openable = key[0] === "f" || (key[0] === "c" && m.calls[n].calls.length + m.calls[n].ops.length > 0);
+    var openable = key[0] === "f" || (key[0] === "c" && m.hasInside(n));
     if (openable) m.toggle(key);
     if (key[0] === "f") key = "c" + n;  // once unfolded, its first repetition stands where the run stood
-    if (openable) {
-      app.redraw();
+    if (!openable) { app.select(key); return app.ready; }
+    return app.redraw(function () {
       var now = view.at[key];  // keep what was clicked where it was on the screen
       if (was && now) { view.t.x += (was.x - now.x) * view.t.k; view.t.y += (was.y - now.y) * view.t.k; view.apply(); }
-    }
-    app.select(key);
+      app.select(key);
+    });
   };
   panel.onLink = app.go;
+
+  app.highlight = function (dir) {  // everything upstream or downstream of the selection
+    if (!app.selected) { traced.textContent = "select something first"; return; }
+    app.trace = m.trace(app.selected, dir);
+    app.trace.dir = dir;
+    traced.textContent = app.trace.count + " ops " + dir + "stream";
+    mark();
+  };
+  app.openTo = function (depth) { m.openTo(depth); return app.redraw(function () { view.fit(); }); };
+  app.openAll = function () {
+    var key = app.selected;
+    if (!key || "cf".indexOf(key[0]) < 0) { traced.textContent = "select a call first"; return app.ready; }
+    m.openAll(key);
+    return app.redraw(function () { app.select(key[0] === "f" ? "c" + key.slice(1) : key); view.centre(key[0] === "f" ? "c" + key.slice(1) : key); });
+  };
 
   var search = document.getElementById("search"), hits = document.getElementById("hits");
   function step(d) {
@@ -52,6 +112,7 @@ DT.start = function () {
     hits.textContent = app.hit + 1 + " of " + app.matches.length;
     app.go(app.matches[app.hit]);
   }
+  function on(id, f) { document.getElementById(id).addEventListener("click", f); }
   search.addEventListener("input", function () {
     app.matches = DT.search(m, search.value);
     app.hit = -1;
@@ -59,21 +120,25 @@ DT.start = function () {
     mark();
   });
   search.addEventListener("keydown", function (ev) { if (ev.key === "Enter") step(ev.shiftKey ? -1 : 1); });
-  document.getElementById("next").addEventListener("click", function () { step(1); });
-  document.getElementById("prev").addEventListener("click", function () { step(-1); });
+  on("next", function () { step(1); });
+  on("prev", function () { step(-1); });
+  on("up", function () { app.highlight("up"); });
+  on("down", function () { app.highlight("down"); });
+  on("to-depth", function () { app.openTo(+document.getElementById("depth").value || 0); });
+  on("open-all", function () { app.openAll(); });
+  on("fit", function () { view.fit(); });
+  on("export", function () { DT.save(new Blob([view.svgText()], { type: "image/svg+xml" }), (m.title || "capture") + ".svg"); });
+  on("export-png", function () { view.png(function (blob) { DT.save(blob, (m.title || "capture") + ".png"); }); });
   document.getElementById("colour").addEventListener("change", function (ev) { view.colour = ev.target.value; app.redraw(); });
   fold.addEventListener("change", function () { m.setFold(fold.checked); layout.cache = {}; app.redraw(); });
-  document.getElementById("fit").addEventListener("click", function () { view.fit(); });
-  document.getElementById("export").addEventListener("click", function () {
-    var blob = new Blob([view.svgText()], { type: "image/svg+xml" }), a = document.createElement("a");
-    a.href = URL.createObjectURL(blob);
-    a.download = (m.title || "capture") + ".svg";
-    document.body.appendChild(a);
-    a.click();
-    setTimeout(function () { URL.revokeObjectURL(a.href); a.remove(); }, 0);
+  window.addEventListener("keydown", function (ev) {
+    if (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === "u") app.highlight("up");
+    else if (ev.key === "d") app.highlight("down");
+    else if (ev.key === "a") app.openAll();
+    else if (ev.key === "Escape") { app.trace = null; traced.textContent = ""; mark(); }
   });
-  app.redraw();
-  view.fit();
+  app.redraw(function () { view.fit(); panel.trail(m.calls.length > 1 ? "c1" : "c0"); });
 };
 
 DT.start();

@@ -27,12 +27,22 @@ DT.Model = function (p) {
   this.ops.forEach(function (o) { if (!o.noise) this.calls[o.call].ops.push(o.id); }, this);
   this.inputs = p["in"].map(function (k) { return S[k]; });
   this.outputs = p.out.map(function (k) { return S[k]; });
-  this.edges = [];  // [src, dst, shape]: op index, -1-k for input k, ops.length for the outputs
+  // the capture's edges [src, dst, shape], indexed by endpoint so that nothing scans them all per redraw:
+  // outE/inE[j] for op j, inE of the inputs in fromIn[k], the edges into the outputs in toOut
+  this.edges = [];
+  this.outE = this.ops.map(function () { return []; });
+  this.inE = this.ops.map(function () { return []; });
+  this.fromIn = this.inputs.map(function () { return []; });
+  this.toOut = [];
+  var N = this.ops.length;
   for (var e = 0; e < p.e.length; e += 3) {
-    var a = p.e[e], b = p.e[e + 1], shape = p.e[e + 2] >= 0 ? S[p.e[e + 2]] : "";
+    var a = p.e[e], b = p.e[e + 1], shape = p.e[e + 2] >= 0 ? S[p.e[e + 2]] : "", n = this.edges.length;
     this.edges.push([a, b, shape]);
-    if (a >= 0 && b < this.ops.length) { this.ops[a].users.push(b); this.ops[b].prod.push(a); }
+    if (a >= 0) this.outE[a].push(n); else if (this.fromIn[-1 - a]) this.fromIn[-1 - a].push(n);
+    if (b < N) this.inE[b].push(n); else this.toOut.push(n);
+    if (a >= 0 && b < N) { this.ops[a].users.push(b); this.ops[b].prod.push(a); }
   }
+  this.bound = {};  // call id -> the edges with one end inside it (computed when first drawn closed)
   this.runOf = {};  // first call -> its run (call ids); laterOf: a later repetition -> the run's first call
   this.laterOf = {};
   p.fold.forEach(function (run) {
@@ -47,10 +57,16 @@ DT.Model = function (p) {
   this.calls.forEach(function (c) { if (c.id && (depth < 0 ? c.calls.length + c.ops.length : c.depth < depth && c.calls.length)) this.open[c.id] = true; }, this);
 };
 
+// A call's label: its path (or type for the model's own call), with "#k" when its module ran more than once.
 DT.Model.prototype.label = function (c) {
   if (c.parent < 0) return "<capture>";
   var name = c.path || c.type;
   return c.repeat > 1 ? name + "#" + c.index : name;
+};
+
+// The views' call_label: "layer1.0.relu#2 (ReLU)", the model's own call its label alone.
+DT.Model.prototype.callLabel = function (c) {
+  return c.path ? this.label(c) + " (" + c.type + ")" : this.label(c);
 };
 
 DT.Model.prototype.runLabel = function (run) {
@@ -152,21 +168,125 @@ DT.Model.prototype.reveal = function (key) {
   }
 };
 
+DT.Model.prototype.hasInside = function (i) { return this.calls[i].calls.length + this.calls[i].ops.length > 0; };
+
+DT.Model.prototype.setOpen = function (i, on) {
+  if (!!this.open[i] === on || (on && !this.hasInside(i))) return;
+  if (on) this.open[i] = true; else delete this.open[i];
+  this.touch(i);
+};
+
+// "open to depth N": every call shallower than depth N open (the model's own call is depth 0), the rest closed.
+DT.Model.prototype.openTo = function (depth) {
+  this.calls.forEach(function (c) { if (c.id) this.setOpen(c.id, c.depth < depth); }, this);
+};
+
+// "open all inside": call i (or run i's calls) and everything inside open, every run inside unfolded.
+DT.Model.prototype.openAll = function (key) {
+  var self = this, n = +key.slice(1);
+  if (key[0] === "i" || key[0] === "y" || key[0] === "o") return;
+  (function visit(i) {
+    var f = self.folded(i);
+    if (f >= 0) { self.unfolded[f] = true; self.touch(self.calls[f].parent); }
+    self.setOpen(i, true);
+    self.calls[i].calls.forEach(visit);
+  })(n);
+  if (key[0] === "f") this.runOf[n].forEach(function (i) { if (i !== n) this.openAll("c" + i); }, this);
+};
+
 DT.Model.prototype.setFold = function (on) {
   this.foldOn = on && this.p.fold.length > 0;
   this.version = {};
 };
 
-// The edges among visible items: [srcKey, dstKey, shape], one per pair, in capture order.
-DT.Model.prototype.visibleEdges = function () {
-  var seen = {}, out = [];
-  for (var e = 0; e < this.edges.length; e++) {
-    var a = this.leafOfEnd(this.edges[e][0]), b = this.leafOfEnd(this.edges[e][1]);
-    if (a === null || b === null || a === b) continue;
-    var id = a + ">" + b;
-    if (!seen[id]) { seen[id] = true; out.push([a, b, this.edges[e][2]]); }
-  }
+// Whether op j runs inside call i (i itself or one of its sub-calls).
+DT.Model.prototype.inside = function (j, i) {
+  for (var c = this.ops[j].call; c >= 0; c = this.calls[c].parent) if (c === i) return true;
+  return false;
+};
+
+// Every op inside call i, its sub-calls' included.
+DT.Model.prototype.allOps = function (i, out) {
+  out = out || [];
+  var c = this.calls[i];
+  c.ops.forEach(function (j) { out.push(j); });
+  c.calls.forEach(function (k) { this.allOps(k, out); }, this);
   return out;
+};
+
+// The edges with exactly one end inside call i, cached: what a closed call shows.
+DT.Model.prototype.boundary = function (i) {
+  var hit = this.bound[i];
+  if (hit) return hit;
+  var out = [], self = this, N = this.ops.length;
+  this.allOps(i).forEach(function (j) {
+    self.inE[j].forEach(function (e) { var a = self.edges[e][0]; if (a < 0 || !self.inside(a, i)) out.push(e); });
+    self.outE[j].forEach(function (e) { var b = self.edges[e][1]; if (b >= N || !self.inside(b, i)) out.push(e); });
+  });
+  return (this.bound[i] = out);
+};
+
+// The capture's edges that touch visible item key (an op's own, a closed call's or run's boundary).
+DT.Model.prototype.edgesOf = function (key) {
+  var t = key[0], n = +key.slice(1);
+  if (t === "o") return this.inE[n].concat(this.outE[n]);
+  if (t === "i") return this.fromIn[n] || [];
+  if (t === "y") return this.toOut;
+  var out = [];
+  (t === "f" ? this.runOf[n] : [n]).forEach(function (i) { out = out.concat(this.boundary(i)); }, this);
+  return out;
+};
+
+// Every visible item, containers first: the open calls' children, depth first.
+DT.Model.prototype.visible = function () {
+  var out = [], self = this;
+  (function visit(i) {
+    self.children(i).forEach(function (k) { out.push(k); if (self.isOpen(k)) visit(+k.slice(1)); });
+  })(0);
+  return out;
+};
+
+// The edges among visible items: [srcKey, dstKey, shapes], one per pair. The cost follows the
+// visible items' own edges (indexed by endpoint), not the capture's size.
+DT.Model.prototype.visibleEdges = function (keys) {
+  var seen = {}, pairs = {}, out = [], self = this, done = {};
+  (keys || this.visible()).forEach(function (key) {
+    if (self.isOpen(key)) return;
+    self.edgesOf(key).forEach(function (e) {
+      if (done[e]) return;
+      done[e] = true;
+      var a = self.leafOfEnd(self.edges[e][0]), b = self.leafOfEnd(self.edges[e][1]);
+      if (a === null || b === null || a === b) return;
+      var id = a + ">" + b, shape = self.edges[e][2], hit = pairs[id];
+      if (!hit) { hit = pairs[id] = [a, b, [], e]; out.push(hit); }
+      if (shape && hit[2].length < 6 && hit[2].indexOf(shape) < 0) hit[2].push(shape);
+    });
+  });
+  out.sort(function (x, y) { return x[3] - y[3]; });  // capture order
+  return out;
+};
+
+// Ops (and "i<k>" inputs, "y" outputs) upstream or downstream of item key, the item's own excluded.
+DT.Model.prototype.trace = function (key, dir) {
+  var t = key[0], n = +key.slice(1), N = this.ops.length, start = [], mine = {}, self = this;
+  if (t === "o") start = [n];
+  else if (t === "c" || t === "f") (t === "f" ? this.runOf[n] : [n]).forEach(function (i) { start = start.concat(self.allOps(i)); });
+  start.forEach(function (j) { mine[j] = true; });
+  var seen = {}, stack = [], count = 0, far = dir === "up" ? 0 : 1;
+  function expand(list) { list.forEach(function (e) { stack.push(self.edges[e][far]); }); }
+  start.forEach(function (j) { expand(dir === "up" ? self.inE[j] : self.outE[j]); });
+  if (t === "i" && dir === "down") expand(this.fromIn[n]);
+  if (t === "y" && dir === "up") expand(this.toOut);
+  while (stack.length) {
+    var j = stack.pop();
+    if (j < 0) { seen["i" + (-1 - j)] = true; continue; }
+    if (j >= N) { seen.y = true; continue; }
+    if (mine[j] || seen[j]) continue;
+    seen[j] = true;
+    count++;
+    expand(dir === "up" ? this.inE[j] : this.outE[j]);
+  }
+  return { ops: seen, count: count };
 };
 
 // The chain of containers from the capture down to the one holding key ("c0" first).

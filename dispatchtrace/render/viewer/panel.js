@@ -30,19 +30,22 @@ DT.Panel.prototype.callPath = function (i) {
   return out.join(" › ") || "&lt;capture&gt;";
 };
 
-// Input producers of op j by the capture's edges (inputs of the capture included).
+// Input producers of op j by the capture's edges (inputs of the capture included), and its users.
 DT.Panel.prototype.producers = function (j) {
-  var out = [];
-  this.m.edges.forEach(function (e) { if (e[1] === j) out.push(e[0]); });
-  return out;
+  var m = this.m;
+  return m.inE[j].map(function (e) { return m.edges[e][0]; });
+};
+
+DT.Panel.prototype.users = function (j) {
+  var m = this.m;
+  return m.outE[j].map(function (e) { return m.edges[e][1]; });
 };
 
 DT.Panel.prototype.show = function (key) {
   var m = this.m, t = key[0], n = +key.slice(1), self = this, html;
   var args = function (s) { return DT.esc(s).replace(/\$(\d+)/g, function (_, k) { return "<code>" + DT.esc(m.p.s[+k]) + "</code>"; }); };
   if (t === "o") {
-    var o = m.ops[n], users = [];
-    m.edges.forEach(function (e) { if (e[0] === n) users.push(e[1]); });
+    var o = m.ops[n], users = this.users(n);
     html = "<h3>" + DT.esc(o.name) + "</h3>" + this.rows([
       ["target", "<code>" + DT.esc(o.target) + "</code>"],
       ["arguments", args(o.args)],
