@@ -42,7 +42,7 @@ DT.View.prototype.png = function (done) {
     canvas.toBlob(done, "image/png");
   };
   img.onerror = function () { console.error("the view could not be drawn as PNG"); };
-  img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(this.svgText());
+  img.src = "data:image/svg+xml," + encodeURIComponent(this.svgText());
 };
 
 // Save a Blob as a file named name (a link to the Blob's own URL, clicked; nothing leaves the page).
