@@ -1,0 +1,171 @@
+"""The viewer's navigation in headless Chromium: upstream/downstream, breadcrumbs, open to depth, open all inside,
+edge shapes on hover, the mini-map, PNG export, and layout in the page's Web Worker (none on the page itself)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import models
+import pytest
+from models import coolcnn
+from viewer_page import CHROMIUM, Page, chromium, launch, screenshots
+
+import dispatchtrace as dt
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+if chromium() is None:
+    pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh installs Debian's package)", allow_module_level=True)
+
+browser = pytest.fixture(scope="module", name="browser")(launch)
+shots = pytest.fixture(scope="module", name="shots")(screenshots)
+
+
+@pytest.fixture(scope="module")
+def cool() -> dt.Graph:
+    return coolcnn()
+
+
+@pytest.fixture(scope="module")
+def resnet50() -> dt.Graph:
+    return models.resnet50()
+
+
+@pytest.fixture(scope="module")
+def resnet_html(resnet50: dt.Graph, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return resnet50.render(tmp_path_factory.mktemp("resnet") / "resnet50.html")
+
+
+def reach(g: dt.Graph, op: dt.Op, *, up: bool) -> set[int]:
+    """Indices of the ops upstream (or downstream) of ``op`` by the collapsed graph's op-level edges."""
+    cg = g.collapse("ops")
+    step: dict[int, list[int]] = {}
+    for e in cg.edges:
+        if e.src.op is not None and e.dst.op is not None:
+            a, b = (e.dst.op.index, e.src.op.index) if up else (e.src.op.index, e.dst.op.index)
+            step.setdefault(a, []).append(b)
+    seen: set[int] = set()
+    todo = [op.index]
+    while todo:
+        for j in step.get(todo.pop(), []):
+            if j not in seen:
+                seen.add(j)
+                todo.append(j)
+    return seen
+
+
+def lit(p: Page, cls: str) -> set[str]:
+    return set(p.page.evaluate(f"[...document.querySelectorAll('#viewport .node.{cls}')].map(n => n.dataset.key)"))
+
+
+def test_upstream_and_downstream_are_the_graphs_ancestors_and_descendants(browser: object, cool: dt.Graph,
+                                                                         tmp_path: Path, shots: Path) -> None:
+    p = Page(browser, cool.render(tmp_path / "cool-ops.html", depth="ops"))  # every op drawn
+    add = cool.find_ops("aten.add*")[0]
+    p.click(f"o{add.index}")
+    p.page.keyboard.press("u")
+    up = reach(cool, add, up=True)
+    assert lit(p, "op.up") == {f"o{j}" for j in up} and p.page.inner_text("#traced") == f"{len(up)} ops upstream"
+    assert "i0" in lit(p, "up")  # and the input they read
+    p.page.screenshot(path=str(shots / "coolcnn-upstream-of-add.png"))
+    p.page.click("#down")
+    down = reach(cool, add, up=False)
+    assert lit(p, "op.down") == {f"o{j}" for j in down} and p.page.inner_text("#traced") == f"{len(down)} ops downstream"
+    assert not up & down and len(up) >= 6 and len(down) >= 6
+    p.page.keyboard.press("Escape")
+    assert not lit(p, "up") | lit(p, "down")
+    p.close()
+
+
+def test_breadcrumbs_follow_the_current_call_and_lead_back_up(browser: object, resnet_html: Path) -> None:
+    p = Page(browser, resnet_html)
+    assert p.page.inner_text("#crumbs") == "<capture> › ResNet"
+    p.click(p.key("layer1.0"))
+    p.click(p.key("layer1.0.relu#1"))
+    assert p.page.inner_text("#crumbs") == "<capture> › ResNet › layer1 › layer1.0 › layer1.0.relu#1"
+    p.page.click("#crumbs a:text-is('layer1')")
+    p.idle()
+    assert p.page.inner_text("#details h3") == "layer1" and p.page.inner_text("#crumbs") == "<capture> › ResNet › layer1"
+    p.close()
+
+
+def test_opening_a_call_leaves_the_boxes_before_it_where_they_were(browser: object, resnet_html: Path) -> None:
+    p = Page(browser, resnet_html)
+    above = [p.key(name) for name in ("conv1", "bn1", "maxpool")]
+    where = {k: p.page.locator(f'#viewport .node[data-key="{k}"]').bounding_box() for k in above}
+    p.click(p.key("layer1.0"))
+    p.click(p.key("layer1.0.conv1"))
+    for k in above:
+        assert p.page.locator(f'#viewport .node[data-key="{k}"]').bounding_box() == pytest.approx(where[k], abs=0.5)
+    p.close()
+
+
+def test_open_to_depth_and_open_all_inside(browser: object, resnet_html: Path, resnet50: dt.Graph) -> None:
+    p = Page(browser, resnet_html)
+    p.page.uncheck("#fold")
+    p.idle()
+    p.page.fill("#depth", "2")
+    p.page.click("#to-depth")
+    p.idle()
+    calls = [None, *resnet50.calls]  # the payload's call ids: 0 the capture, then entry order
+    boxes = set(p.page.evaluate("[...document.querySelectorAll('#viewport .box')].map(b => b.dataset.key)"))
+    assert boxes == {f"c{i}" for i, c in enumerate(calls) if i and c.depth < 2 and (c.children or c.ops)}
+    closed = {k for k in p.nodes() if k[0] == "c"}
+    assert closed == {f"c{i}" for i, c in enumerate(calls) if i and c.depth == 2} and len(closed) == 16  # the bottlenecks
+    assert p.page.is_visible("#map")  # the whole ResNet at depth 2 does not fit the window: the mini-map shows
+    before = p.page.evaluate("DT.app.view.t.y")
+    box = p.page.locator("#map canvas").bounding_box()
+    assert box is not None
+    p.page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 2)  # its bottom: the view moves down
+    assert p.page.evaluate("DT.app.view.t.y") < before
+    layer = resnet50.find_calls("layer2.1")[0]
+    p.click(p.key("layer2.1"))  # opens it
+    p.page.keyboard.press("a")  # and everything inside
+    p.idle()
+    drawn = p.nodes()
+    inside = [op for op in layer.all_ops() if f"o{op.index}" in drawn]
+    noise = set(p.page.evaluate("DT.app.model.p.noise"))
+    assert len(inside) == len([op for op in layer.all_ops() if op.index not in noise]) == 10  # 3 convs, 3 bns, 3 relus, add
+    p.close()
+
+
+def test_edge_hover_shows_the_tensor_shapes(browser: object, cool: dt.Graph, tmp_path: Path) -> None:
+    p = Page(browser, cool.render(tmp_path / "cool.html"))
+    add, pool = p.key("add"), p.key("max_pool#0")
+    hit = p.page.locator(f'#viewport .edge[data-src="{pool}"][data-dst="{add}"] + .hit')
+    hit.dispatch_event("mouseover", {"clientX": 300, "clientY": 300})
+    tip = p.page.inner_text("#tip")
+    merge = cool.find_ops("aten.add*")[0]
+    assert p.page.is_visible("#tip") and tip.startswith("max_pool#0 → add") and merge.inputs[0].label in tip
+    p.close()
+
+
+def test_export_png_decodes_to_the_view(browser: object, cool: dt.Graph, tmp_path: Path) -> None:
+    pil = pytest.importorskip("PIL.Image")
+    p = Page(browser, cool.render(tmp_path / "cool.html"))
+    with p.page.expect_download() as info:
+        p.page.click("#export-png")
+    saved = tmp_path / info.value.suggested_filename
+    info.value.save_as(saved)
+    assert saved.name == "CoolCNN.png"
+    image = pil.open(io.BytesIO(saved.read_bytes()))
+    image.load()
+    w, h = p.page.evaluate("[DT.app.view.at.c0.w, DT.app.view.at.c0.h]")
+    assert image.format == "PNG" and image.size == (round(2 * round(w + 0.4999)), round(2 * round(h + 0.4999)))
+    assert sum(1 for n in image.convert("L").histogram() if n) > 20  # drawn, not blank
+    p.close()
+
+
+def test_layout_runs_in_the_worker_never_on_the_page(browser: object, resnet_html: Path) -> None:
+    p = Page(browser, resnet_html)
+    p.page.evaluate("window.onPage = 0; const f = dagre.layout; dagre.layout = function () { onPage++; return f.apply(this, arguments); }; 0")
+    first = p.page.evaluate("DT.app.layout.stats")
+    assert first["main"] == 0 and first["worker"] >= 5  # the first picture: the capture, ResNet and its four layers
+    p.click(p.key("layer1.0"))
+    p.click(p.key("layer1.1–2 ×2"))
+    p.click(p.key("layer1.0.downsample"))
+    stats = p.page.evaluate("DT.app.layout.stats")
+    assert p.page.evaluate("onPage") == 0 and stats["main"] == 0 and stats["worker"] > first["worker"]
+    p.close()  # no console error, no request but the page's own (and its worker's blob:)

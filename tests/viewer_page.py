@@ -1,0 +1,94 @@
+"""The viewer page as the browser tests drive it: one playwright page with its errors and requests recorded."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def chromium() -> str | None:
+    """Debian's chromium (``scripts/setup.sh`` installs it), or None where there is none."""
+    return CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+
+
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder screenshots go to (the ``shots`` fixture of the browser tests)."""
+    folder = Path(os.environ.get("DISPATCHTRACE_SCREENSHOTS") or tmp_path_factory.mktemp("viewer-screenshots"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"viewer screenshots in {folder}")
+    return folder
+
+
+def launch() -> Iterator[object]:
+    """Headless chromium through playwright (the ``browser`` fixture of the browser tests)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Page:
+    """One viewer page, with every console error, page error and request it made."""
+
+    def __init__(self, browser: object, path: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)  # type: ignore[attr-defined]
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.url = path.resolve().as_uri()
+        self.page.goto(self.url)
+        self.page.wait_for_selector("#viewport .node")
+        self.idle()
+
+    def idle(self) -> None:
+        """Wait until the page has laid out (in its worker) and drawn what the last action asked for."""
+        self.page.wait_for_function("!document.body.hasAttribute('data-busy')")
+
+    def nodes(self) -> dict[str, str]:
+        """``{key: text}`` of every node drawn (closed calls, folded runs, ops, inputs, output)."""
+        return self.page.evaluate("Object.fromEntries([...document.querySelectorAll('#viewport .node')]"
+                                  ".map(n => [n.dataset.key, [...n.querySelectorAll('text')].map(t => t.textContent).join(' | ')]))")
+
+    def edges(self) -> set[tuple[str, str]]:
+        pairs = self.page.evaluate("[...document.querySelectorAll('#viewport .edge')].map(e => [e.dataset.src, e.dataset.dst])")
+        return {(a, b) for a, b in pairs}
+
+    def key(self, text: str) -> str:
+        """The key of the one node whose first line is ``text`` (a ▸ marks a call that opens)."""
+        found = [k for k, t in self.nodes().items() if t.split(" | ")[0].removeprefix("▸ ") == text]
+        assert len(found) == 1, (text, self.nodes())
+        return found[0]
+
+    def click(self, key: str) -> None:
+        """Click a node, centring it first when it lies outside the window (as a person would pan)."""
+        node = self.page.locator(f'#viewport .node[data-key="{key}"]')
+        box, stage = node.bounding_box(), self.page.locator("#stage").bounding_box()
+        assert box is not None and stage is not None
+        if not (stage["x"] <= box["x"] and box["x"] + box["width"] <= stage["x"] + stage["width"]
+                and stage["y"] <= box["y"] and box["y"] + box["height"] <= stage["y"] + stage["height"]):
+            self.page.evaluate(f"DT.app.view.centre('{key}')")
+        node.click()
+        self.idle()
+
+    def press(self, selector: str, key: str) -> None:
+        self.page.press(selector, key)
+        self.idle()
+
+    def fills(self) -> list[str]:
+        return self.page.evaluate("[...document.querySelectorAll('#viewport .node rect')].map(r => getComputedStyle(r).fill)")
+
+    def close(self) -> None:
+        assert self.errors == []
+        # the page itself, nothing else: blob: URLs are made in the page (its layout worker, a download)
+        assert [r for r in self.requests if not r.startswith("blob:")] == [self.url]
+        self.page.close()
