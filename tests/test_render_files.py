@@ -187,10 +187,10 @@ def test_dot_failure_is_reported(cool: dt.Graph) -> None:
 @needs_dot
 def test_notebook_bundle_has_svg_and_text(cool: dt.Graph, tmp_path: Path) -> None:
     bundle = cool._repr_mimebundle_()
-    assert set(bundle) == {"image/svg+xml", "text/plain"}
+    assert set(bundle) == {"text/html", "image/svg+xml", "text/plain"}  # the viewer inline: tests/test_viewer.py
     assert bundle["text/plain"] == repr(cool)
     assert bundle["image/svg+xml"] == cool.render(tmp_path / "cool.svg").read_text(encoding="utf-8")
-    assert set(mimebundle(cool, exclude=["image/svg+xml"])) == {"text/plain"}
+    assert set(mimebundle(cool, exclude=["image/svg+xml"])) == {"text/html", "text/plain"}
     assert set(mimebundle(cool, include=["image/svg+xml"])) == {"image/svg+xml"}
 
 
@@ -228,7 +228,7 @@ def test_without_dot_images_fail_with_install_hint_and_text_works(tmp_path: Path
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == "dot: True" and lines[1] == "txt: True"
-    assert lines[2] == "bundle: ['text/plain']"
+    assert lines[2] == "bundle: ['text/html', 'text/plain']"  # the viewer needs no dot
     error = lines[3]
     assert error.startswith("error: True graphviz's `dot` program was not found")
     for hint in ("apt-get install graphviz", "brew install graphviz", "conda install graphviz", ".dot, .txt and .json"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -113,3 +114,14 @@ def test_render_and_the_cli_write_the_viewer(cool: dt.Graph, tmp_path: Path, cap
     assert main(["render", str(saved), "-o", str(tmp_path / "again.html")]) == 0
     assert embedded((tmp_path / "again.html").read_text(encoding="utf-8"))["o"] == payload(cool, HtmlOptions())["o"]
     assert capsys.readouterr().out == f"wrote {tmp_path / 'again.html'}\n"
+
+
+def test_a_notebook_shows_the_viewer_inline(cool: dt.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dispatchtrace.render import notebook
+
+    bundle = cool._repr_mimebundle_()  # `g` as a cell's last line
+    m = re.fullmatch(r'<iframe srcdoc="([^"]*)" sandbox="allow-scripts allow-downloads" style="[^"]*"></iframe>', bundle["text/html"])
+    assert m is not None and html.unescape(m.group(1)) == page(cool, HtmlOptions())
+    assert bundle["text/plain"] == repr(cool)
+    monkeypatch.setattr(notebook, "INLINE_MAX_OPS", len(cool.ops) - 1)  # too large to carry inline: the rest stays
+    assert "text/html" not in cool._repr_mimebundle_() and "text/plain" in cool._repr_mimebundle_()

@@ -169,3 +169,17 @@ def test_layout_runs_in_the_worker_never_on_the_page(browser: object, resnet_htm
     stats = p.page.evaluate("DT.app.layout.stats")
     assert p.page.evaluate("onPage") == 0 and stats["main"] == 0 and stats["worker"] > first["worker"]
     p.close()  # no console error, no request but the page's own (and its worker's blob:)
+
+
+def test_the_notebook_iframe_draws_the_viewer(browser: object, cool: dt.Graph, tmp_path: Path) -> None:
+    cell = tmp_path / "cell.html"  # what a notebook puts in the output cell of `g`
+    cell.write_text(f"<!DOCTYPE html><html><body>{cool._repr_mimebundle_(include=['text/html'])['text/html']}</body></html>")
+    p = Page(browser, cell, ready=False)
+    frame = p.page.frame_locator("iframe")
+    frame.locator("#viewport .node").first.wait_for()
+    inner = p.page.frames[1]
+    inner.wait_for_function("!document.body.hasAttribute('data-busy')")
+    assert inner.evaluate("document.querySelectorAll('#viewport .node').length") == 17  # CoolCNN at its depth
+    assert inner.evaluate("DT.app.layout.stats.worker") > 0 and inner.evaluate("DT.app.layout.stats.main") == 0
+    p.requests = [r for r in p.requests if r != "about:srcdoc"]
+    p.close()

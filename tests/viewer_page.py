@@ -38,7 +38,7 @@ def launch() -> Iterator[object]:
 class Page:
     """One viewer page, with every console error, page error and request it made."""
 
-    def __init__(self, browser: object, path: Path) -> None:
+    def __init__(self, browser: object, path: Path, *, ready: bool = True) -> None:
         self.page = browser.new_page(viewport={"width": 1400, "height": 900}, accept_downloads=True)  # type: ignore[attr-defined]
         self.errors: list[str] = []
         self.requests: list[str] = []
@@ -47,8 +47,9 @@ class Page:
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.url = path.resolve().as_uri()
         self.page.goto(self.url)
-        self.page.wait_for_selector("#viewport .node")
-        self.idle()
+        if ready:  # drawn (a page that holds the viewer in a frame waits for it itself)
+            self.page.wait_for_selector("#viewport .node")
+            self.idle()
 
     def idle(self) -> None:
         """Wait until the page has laid out (in its worker) and drawn what the last action asked for."""
