@@ -125,3 +125,12 @@ def test_a_notebook_shows_the_viewer_inline(cool: dt.Graph, monkeypatch: pytest.
     assert bundle["text/plain"] == repr(cool)
     monkeypatch.setattr(notebook, "INLINE_MAX_OPS", len(cool.ops) - 1)  # too large to carry inline: the rest stays
     assert "text/html" not in cool._repr_mimebundle_() and "text/plain" in cool._repr_mimebundle_()
+
+
+def test_an_op_that_is_not_forward_carries_its_phase(cool: dt.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook for backward ops: the payload names a phase only where it is not forward."""
+    assert all(len(row) == 9 for row in payload(cool, HtmlOptions())["o"])
+    last = cool.ops[-1]
+    monkeypatch.setattr(type(last), "phase", property(lambda op: "backward" if op is last else "forward"), raising=False)
+    p = payload(cool, HtmlOptions())
+    assert [len(row) for row in p["o"]] == [9] * (len(cool.ops) - 1) + [10] and p["s"][p["o"][-1][9]] == "backward"

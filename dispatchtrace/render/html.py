@@ -125,8 +125,10 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         k = c.op(op)
         flags = (FLAG_INPLACE if op.mutated else 0) | (FLAG_VIEW if op.is_view else 0)
         args = [arg(a) for a in op.args] + [f"{key}={arg(v)}" for key, v in op.kwargs.items()]
-        ops.append([call_ids[id(op.call)], op.name, s(op.target), flags, k.flops, k.bytes, src(op), ", ".join(args),
-                    [ref(r) for r in op.outputs]])
+        row = [call_ids[id(op.call)], op.name, s(op.target), flags, k.flops, k.bytes, src(op), ", ".join(args),
+               [ref(r) for r in op.outputs]]
+        phase = getattr(op, "phase", "forward")  # the hook for backward ops: a tenth field only when not forward
+        ops.append([*row, s(phase)] if phase != "forward" else row)
     cg = collapse(graph, "ops", noise=o.noise)
     inputs = [n for n in cg.nodes if n.kind == "input"]
     end = {id(n): -1 - i for i, n in enumerate(inputs)}

@@ -138,7 +138,7 @@ DT.start = function () {
     else if (ev.key === "a") app.openAll();
     else if (ev.key === "Escape") { app.trace = null; traced.textContent = ""; mark(); }
   });
-  app.redraw(function () { view.fit(); panel.trail(m.calls.length > 1 ? "c1" : "c0"); });
+  app.redraw(function () { view.fit(); panel.trail(m.calls.length > 1 ? "c1" : "c0"); app.firstPicture = performance.now(); });
 };
 
 DT.start();

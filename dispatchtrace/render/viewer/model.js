@@ -22,7 +22,8 @@ DT.Model = function (p) {
   this.ops = p.o.map(function (r, j) {
     return { id: j, call: r[0], name: r[1], target: S[r[2]], inplace: !!(r[3] & 1), view: !!(r[3] & 2),
              flops: r[4], bytes: r[5], src: r[6] === null ? null : S[r[6]], args: r[7],
-             outs: r[8].map(function (k) { return S[k]; }), noise: !!noise[j], prod: [], users: [] };
+             outs: r[8].map(function (k) { return S[k]; }), noise: !!noise[j], prod: [], users: [],
+             phase: r.length > 9 ? S[r[9]] : "forward" };
   });
   this.ops.forEach(function (o) { if (!o.noise) this.calls[o.call].ops.push(o.id); }, this);
   this.inputs = p["in"].map(function (k) { return S[k]; });

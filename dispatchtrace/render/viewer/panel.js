@@ -50,6 +50,7 @@ DT.Panel.prototype.show = function (key) {
       ["target", "<code>" + DT.esc(o.target) + "</code>"],
       ["arguments", args(o.args)],
       ["outputs", o.outs.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
+      ["phase", o.phase === "forward" ? null : DT.esc(o.phase)],
       ["writes", o.inplace ? "in place (mutates an input)" : o.view ? "a view of its input" : "new tensors"],
       ["FLOPs", o.flops === null ? "no formula" : '<span class="flops" data-v="' + o.flops + '">' + o.flops.toLocaleString("en") + "</span> (" + DT.num(o.flops) + ")"],
       ["bytes", o.bytes === null ? null : o.bytes.toLocaleString("en")],
