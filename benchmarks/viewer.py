@@ -6,9 +6,9 @@ Captures: ResNet-50 and ViT-B/16 on CPU; the 7B Llama-style decoder of examples/
 (about 100k ops), all on meta. (Not ``benchmarks/html.py``: a script of that name shadows the standard
 library's ``html`` module, which torchvision imports.)
 
-Times are the page's own (``performance.now()``): first picture from navigation start to the end of the
-first draw (payload parsed, laid out in the worker, drawn); an expand from the click to the end of its
-draw. Two expands: unfolding the first folded run (the decoder layers into their N closed boxes) and
+Times are the page's own (``performance.now()``): first picture from navigation start to the first
+frame painted after the first draw (payload parsed, laid out in the worker, drawn, painted); an expand
+from the click to the frame painted after its draw. Two expands: unfolding the first folded run (the decoder layers into their N closed boxes) and
 then opening the call in the middle of the run (one layer into its ops and sub-calls).
 """
 
@@ -61,7 +61,8 @@ CAPTURES = {
     "decoder, 1,064 layers (meta)": lambda: llama(1064),
 }
 
-EXPAND = """async key => { const t = performance.now(); await DT.app.view.onClick(key, false); return performance.now() - t; }"""
+EXPAND = """async key => { const t = performance.now(); await DT.app.view.onClick(key, false);
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0))); return performance.now() - t; }"""
 FIRST_RUN = """() => { const n = document.querySelector('#viewport .node.fold'); return n ? n.dataset.key : null; }"""
 MIDDLE = """run => { const r = DT.app.model.runOf[+run.slice(1)]; return 'c' + r[Math.floor(r.length / 2)]; }"""
 BIGGEST = """() => { const m = DT.app.model, keys = [...document.querySelectorAll('#viewport .node.call')].map(n => n.dataset.key);

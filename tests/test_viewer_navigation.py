@@ -183,3 +183,19 @@ def test_the_notebook_iframe_draws_the_viewer(browser: object, cool: dt.Graph, t
     assert inner.evaluate("DT.app.layout.stats.worker") > 0 and inner.evaluate("DT.app.layout.stats.main") == 0
     p.requests = [r for r in p.requests if r != "about:srcdoc"]
     p.close()
+
+
+def test_a_large_picture_draws_what_is_near_the_window_and_the_rest_as_it_moves(browser: object, resnet50: dt.Graph,
+                                                                                tmp_path: Path) -> None:
+    p = Page(browser, resnet50.render(tmp_path / "resnet-ops.html", depth="ops", fold=False))
+    everything = p.page.evaluate("Object.keys(DT.app.view.at).filter(k => k !== 'c0' && !DT.app.view.at[k].open).length")
+    assert len(p.nodes()) == everything > 150
+    p.page.evaluate("DT.CULL = 50; DT.app.view.t.k = 1.5; DT.app.view.paint()")  # as if the picture were large
+    near = p.nodes()
+    assert 0 < len(near) < everything / 2
+    last = f"o{resnet50.ops[-1].index}"
+    assert last not in near
+    p.page.evaluate(f"DT.app.view.centre('{last}')")  # move the view: what comes into the window is drawn
+    p.page.wait_for_selector(f'#viewport .node[data-key="{last}"]')
+    assert len(p.nodes()) < everything / 2
+    p.close()

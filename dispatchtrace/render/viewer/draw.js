@@ -20,24 +20,42 @@ DT.View = function (model, layout, svg) {
   this.at = {};
   this.colour = "none";
   this.onClick = function () {};
-  this.onDraw = function () {};  // after each picture (the mini-map follows)
+  this.onDraw = function () {};  // after each picture is drawn, in part or whole (the mini-map and marks follow)
   this.onMove = function () {};  // after each pan or zoom
   this.edges = [];
   this.bindPanZoom();
   this.bindTips();
 };
 
+DT.CULL = 1500;  // more items and edges than this: draw only what lies near the window, the rest as the view moves
+
 // Draw what layout.update() placed: {at: positions, edges: [srcKey, dstKey, shapes]}.
 DT.View.prototype.draw = function (res) {
-  var m = this.m, self = this, vp = this.vp;
-  var edges = this.edges = res.edges;
-  var at = this.at = res.at;
+  this.edges = res.edges;
+  this.at = res.at;
+  this.keys = Object.keys(res.at);
+  this.fill = this.fills(res.at);
+  this.paint();
+  return res.at;
+};
+
+// The part of the picture the window shows, widened by margin windows on each side (picture coordinates).
+DT.View.prototype.window = function (margin) {
+  var r = this.svg.getBoundingClientRect(), t = this.t, w = r.width / t.k, h = r.height / t.k;
+  var x0 = -t.x / t.k, y0 = -t.y / t.k;
+  return { x0: x0 - margin * w, y0: y0 - margin * h, x1: x0 + (1 + margin) * w, y1: y0 + (1 + margin) * h };
+};
+
+// Build the SVG elements: every item, or for a large picture the items and edges near the window.
+DT.View.prototype.paint = function () {
+  var m = this.m, self = this, vp = this.vp, at = this.at, fills = this.fill;
+  var win = this.drawn = this.keys.length + this.edges.length > DT.CULL ? this.window(1) : null;
+  function near(x, y, w, h) { return !win || (x < win.x1 && x + w > win.x0 && y < win.y1 && y + h > win.y0); }
   while (vp.firstChild) vp.removeChild(vp.firstChild);
   var boxes = DT.el("g", { "class": "boxes" }, vp), lines = DT.el("g", { "class": "edges" }, vp), nodes = DT.el("g", { "class": "nodes" }, vp);
-  var fills = this.fills(at);
-  Object.keys(at).forEach(function (key) {
+  this.keys.forEach(function (key) {
     var p = at[key];
-    if (key === "c0") return;
+    if (key === "c0" || !near(p.x, p.y, p.w, p.h)) return;
     if (p.open) {
       var g = DT.el("g", { "class": "box", "data-key": key }, boxes);
       DT.el("rect", { x: p.x, y: p.y, width: p.w, height: p.h, rx: 6 }, g);
@@ -56,10 +74,11 @@ DT.View.prototype.draw = function (res) {
     DT.el("text", { "class": "sub", x: 8, y: 27 }, n).textContent = text[1];
     n.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, false); });
   });
-  edges.forEach(function (e, i) {
+  this.edges.forEach(function (e, i) {
     var a = at[e[0]], b = at[e[1]];
     if (!a || !b) return;
     var x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y;
+    if (!near(Math.min(x1, x2), Math.min(y1, y2), Math.abs(x2 - x1) + 1, Math.abs(y2 - y1) + 1)) return;
     var dy = Math.max(20, Math.abs(y2 - y1) / 2);
     var d = "M" + x1 + "," + y1 + " C" + x1 + "," + (y1 + dy) + " " + x2 + "," + (y2 - dy) + " " + x2 + "," + y2;
     DT.el("path", { "class": "edge", "data-src": e[0], "data-dst": e[1], d: d, "marker-end": "url(#dt-arrow)" }, lines);
@@ -67,7 +86,6 @@ DT.View.prototype.draw = function (res) {
   });
   this.apply();
   this.onDraw();
-  return at;
 };
 
 // The tooltip of an edge under the pointer: its ends and the tensor shapes it carries.
@@ -140,6 +158,14 @@ DT.num = function (v) {
 DT.View.prototype.apply = function () {
   this.vp.setAttribute("transform", "translate(" + this.t.x + "," + this.t.y + ") scale(" + this.t.k + ")");
   this.onMove();
+  var d = this.drawn, self = this;
+  if (d && !this.pending) {  // a large picture drawn in part: draw again once the window leaves that part
+    var w = this.window(0);
+    if (w.x0 < d.x0 || w.y0 < d.y0 || w.x1 > d.x1 || w.y1 > d.y1) {
+      this.pending = true;
+      requestAnimationFrame(function () { self.pending = false; self.paint(); });
+    }
+  }
 };
 
 DT.View.prototype.zoomAt = function (f, cx, cy) {

@@ -14,7 +14,7 @@ DT.start = function () {
   fold.checked = m.foldOn;
   fold.disabled = !p.fold.length;
   document.getElementById("depth").value = p.open < 0 ? 99 : p.open;
-  view.onDraw = function () { map.draw(); };
+  view.onDraw = function () { map.draw(); if (app.mark) app.mark(); };
   view.onMove = function () { map.move(); };
 
   // Classes on what is drawn: the selection, search matches, and what is upstream or downstream of the selection.
@@ -58,7 +58,6 @@ DT.start = function () {
         return layout.update();
       }).then(function (res) {
         view.draw(res);
-        mark();
         mine.after.forEach(function (f) { f(); });
       }).catch(function (e) { console.error(e); }).then(function () {
         if (!queued) body.removeAttribute("data-busy");
@@ -138,7 +137,7 @@ DT.start = function () {
     else if (ev.key === "a") app.openAll();
     else if (ev.key === "Escape") { app.trace = null; traced.textContent = ""; mark(); }
   });
-  app.redraw(function () { view.fit(); panel.trail(m.calls.length > 1 ? "c1" : "c0"); app.firstPicture = performance.now(); });
+  app.redraw(function () { view.fit(); panel.trail(m.calls.length > 1 ? "c1" : "c0"); requestAnimationFrame(function () { setTimeout(function () { app.firstPicture = performance.now(); }, 0); }); });  // once painted
 };
 
 DT.start();

@@ -44,6 +44,17 @@ DT.Model = function (p) {
     if (a >= 0 && b < N) { this.ops[a].users.push(b); this.ops[b].prod.push(a); }
   }
   this.bound = {};  // call id -> the edges with one end inside it (computed when first drawn closed)
+  // each call's ops (its sub-calls' included) as a range of op indices, where they ran one after another
+  this.calls.forEach(function (c) { c.lo = Infinity; c.hi = -1; c.count = 0; });
+  this.ops.forEach(function (o, j) {
+    for (var c = o.call; c >= 0; c = this.calls[c].parent) {
+      var k = this.calls[c];
+      if (j < k.lo) k.lo = j;
+      if (j > k.hi) k.hi = j;
+      k.count++;
+    }
+  }, this);
+  this.calls.forEach(function (c) { c.span = c.count > 0 && c.hi - c.lo + 1 === c.count; });
   this.runOf = {};  // first call -> its run (call ids); laterOf: a later repetition -> the run's first call
   this.laterOf = {};
   p.fold.forEach(function (run) {
@@ -202,6 +213,8 @@ DT.Model.prototype.setFold = function (on) {
 
 // Whether op j runs inside call i (i itself or one of its sub-calls).
 DT.Model.prototype.inside = function (j, i) {
+  var k = this.calls[i];
+  if (k.span) return j >= k.lo && j <= k.hi;
   for (var c = this.ops[j].call; c >= 0; c = this.calls[c].parent) if (c === i) return true;
   return false;
 };
@@ -219,11 +232,13 @@ DT.Model.prototype.allOps = function (i, out) {
 DT.Model.prototype.boundary = function (i) {
   var hit = this.bound[i];
   if (hit) return hit;
-  var out = [], self = this, N = this.ops.length;
-  this.allOps(i).forEach(function (j) {
+  var out = [], self = this, N = this.ops.length, c = this.calls[i];
+  function visit(j) {
     self.inE[j].forEach(function (e) { var a = self.edges[e][0]; if (a < 0 || !self.inside(a, i)) out.push(e); });
     self.outE[j].forEach(function (e) { var b = self.edges[e][1]; if (b >= N || !self.inside(b, i)) out.push(e); });
-  });
+  }
+  if (c.span) for (var j = c.lo; j <= c.hi; j++) visit(j);  // noise ops among them have no edges
+  else this.allOps(i).forEach(visit);
   return (this.bound[i] = out);
 };
 
