@@ -2,7 +2,8 @@
 
 FLOPs come from PyTorch's own formulas (``torch.utils.flop_counter.flop_registry``), evaluated
 after the capture on shape-only stand-ins (meta tensors), so the total equals
-``FlopCounterMode``'s for the same forward. An op without a formula has ``flops=None``.
+``FlopCounterMode``'s for the same block, every phase counted (a training step's backward and
+optimizer ops too). An op without a formula has ``flops=None``.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(3, 4)
@@ -114,8 +115,6 @@ def op_flops(op: Op) -> int | None:
     Ops without a formula that ``FlopCounterMode`` would decompose (a CompositeImplicitAutograd
     kernel) are counted through that decomposition, as it does; any other op gives ``None``.
     """
-    if op.phase != "forward":
-        return None
     overload = overload_of(op.target)
     if overload is None:
         return None
