@@ -9,7 +9,9 @@ call of the package's backward support is ``running_node``.
 >>> seen = []
 >>> def look(grad):
 ...     seen.append(type(running_node()).__name__)
->>> with torch.autograd.graph.node_creation_hook(lambda node: node.metadata.setdefault("tag", type(node).__name__)):
+>>> def tag(node):
+...     node.metadata["tag"] = type(node).__name__
+>>> with torch.autograd.graph.node_creation_hook(tag):
 ...     y = (w * 3).sum()
 >>> y.grad_fn.metadata["tag"], running_node() is None
 ('SumBackward0', True)

@@ -52,6 +52,8 @@ class Recorder:
         self._n_inputs = 0
         self._n_constants = 0
         self.phase: Phase = "forward"
+        self.state_names: dict[int, str] = {}
+        """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
         """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
 
     # ---- tensors seen for the first time -------------------------------------------------
@@ -59,6 +61,9 @@ class Recorder:
         known = self.names.tensor(t)
         if known is not None:
             return known  # type: ignore[return-value]
+        state = self.state_names.get(id(t))
+        if state is not None:
+            return "constant", state
         pending = self._pending.get(id(t))
         if pending is not None or (len(self.stack) == 1 and self.phase == "forward"):
             name = pending or f"input_{self._n_inputs}"

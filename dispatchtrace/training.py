@@ -221,12 +221,30 @@ class Phases:
         recorder = self.recorder
         self._steps.append(recorder.phase)
         recorder.phase = "optimizer"
+        self._name_state(optimizer)
         cls = type(optimizer)
         recorder.builder.add_note(f"ops of phase optimizer ran in {cls.__module__}.{cls.__qualname__}.step")
 
     def _step_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if threading.get_ident() == self._thread and self._steps:
             self.recorder.phase = self._steps.pop()
+            self.recorder.state_names.clear()
+
+    def _name_state(self, optimizer: torch.optim.Optimizer) -> None:
+        """Gradients and optimizer state made before the block are named after their parameter
+        (``0.weight.grad``, ``0.weight.exp_avg``) when the step reads them first."""
+        names = self.recorder.state_names
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                known = self.recorder.names.tensor(p)
+                if known is None:
+                    continue
+                name = known[1]
+                if p.grad is not None:
+                    names[id(p.grad)] = f"{name}.grad"
+                for key, value in optimizer.state.get(p, {}).items():
+                    if isinstance(value, torch.Tensor):
+                        names[id(value)] = f"{name}.{key}"
 
 
 def _inside(call: Call, ancestor: Call | None) -> bool:
