@@ -15,10 +15,10 @@ call of the package's backward support is ``running_node``.
 ...     y = (w * 3).sum()
 >>> y.grad_fn.metadata["tag"], running_node() is None
 ('SumBackward0', True)
->>> _ = w.register_hook(look)
+>>> _ = w.register_hook(look)  # a leaf's hooks run in its AccumulateGrad node
 >>> y.backward()
 >>> seen
-['MulBackward0']
+['AccumulateGrad']
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ def replayed_ops(graph: Graph) -> list[Op]:
     the forward-phase ops at the root that read nothing a left-out op produced.
 
     >>> import torch, dispatchtrace as dt
-    >>> lin = torch.nn.Linear(2, 1)
+    >>> lin, x = torch.nn.Linear(2, 1), torch.ones(1, 2)
     >>> with dt.capture(lin) as g:
-    ...     lin(torch.ones(1, 2)).sum().backward()
+    ...     lin(x).sum().backward()
     >>> [op.name for op in replayed_ops(g)]
     ['t', 'addmm', 'sum', 'ones_like']
     """
