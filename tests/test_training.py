@@ -386,3 +386,17 @@ def test_backward_of_a_module_whose_input_needs_no_grad_is_not_misattributed() -
     assert proj_mm and all("PositionNet.pos" in parents for parents in proj_mm)  # ModTracker: pos still active
     ours_mm = [op for op in _backward(g) if op.target == "aten.mm.default" and op.origin is not None]
     assert {op.origin.path for op in ours_mm} == {"proj", "head"}
+
+
+# ---- the forward-only views still work with backward ops present ------------------------------------
+
+def test_views_and_files_work_on_a_training_step(tmp_path) -> None:  # noqa: ANN001
+    model = _mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1, foreach=True)
+    g = _step(model, torch.randn(2, 3), opt=opt)
+    assert "Sequential" in str(g.tree()) and str(g.tree(ops=True))
+    assert g.collapse(1) is not None and [r.label for r in g.summary()] == ["Sequential", "0", "1", "2"]
+    for name in ("a.txt", "a.dot", "a.json", "a.html", "a.mx.json"):
+        g.render(tmp_path / name)
+    loaded = dt.load(tmp_path / "a.json")
+    assert str(loaded) == str(g) and [op.phase for op in loaded.ops] == [op.phase for op in g.ops]
