@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.nn.modules import module as module_hooks
 from torch.optim import optimizer as optim_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
