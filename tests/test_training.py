@@ -399,3 +399,26 @@ def test_views_and_files_work_on_a_training_step(tmp_path) -> None:  # noqa: ANN
         g.render(tmp_path / name)
     loaded = dt.load(tmp_path / "a.json")
     assert str(loaded) == str(g) and [op.phase for op in loaded.ops] == [op.phase for op in g.ops]
+
+
+def test_verify_checks_the_forward_of_a_capture_whose_block_also_trained() -> None:
+    from torch.utils.checkpoint import checkpoint as ckpt
+
+    from dispatchtrace.verify import check
+
+    class Scaled(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+            self.scale = torch.tensor([2.0, 3.0, 4.0])  # a tensor attribute: a constant verify takes from a run
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return ckpt(self.lin, x * self.scale, use_reentrant=False)
+
+    model, x = Scaled(), torch.randn(2, 3, requires_grad=True)
+    with dt.capture(model) as g:
+        out = model(x)
+        out.sum().backward()
+    assert any(op.phase == "recompute" for op in g.ops)
+    report = check(g, model, out, (x,))
+    assert report, str(report)
