@@ -167,15 +167,14 @@ class Row:
 
 
 class _Count(TorchDispatchMode):
-    """An empty dispatch mode that only counts forward ops: the independent op count."""
+    """An empty dispatch mode that counts every op, backward ones too: the independent op count."""
 
     def __init__(self) -> None:
         super().__init__()
         self.n = 0
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        if torch._C._current_graph_task_id() == -1:
-            self.n += 1
+        self.n += 1
         return func(*args, **(kwargs or {}))
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .graph import Call, Graph, Op, new_call
+from .graph import Call, Graph, Op, Phase, new_call
 from .literals import Literal
 from .tensors import TensorRef
 
@@ -50,7 +50,7 @@ class GraphBuilder:
         return call
 
     def add_op(self, call: Call, name: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-               inputs: tuple[TensorRef, ...], producers: tuple[Op, ...], *, phase: str = "forward") -> Op:
+               inputs: tuple[TensorRef, ...], producers: tuple[Op, ...], *, phase: Phase = "forward") -> Op:
         """A new op run now inside ``call``, reading ``inputs``; each producer lists it as a user.
 
         Its outputs are set next with ``set_outputs`` (their refs name this op as producer).
@@ -72,12 +72,16 @@ class GraphBuilder:
         op.mutated = mutated
         op.is_view = is_view
 
-    def add_backward_op(self, name: str, target: str) -> Op:
-        """An op autograd ran inside the block: kept apart in ``graph.backward_ops``, no arguments."""
-        backward = self.graph.backward_ops
-        op = Op(len(backward), name, target, self.graph.root, (), {}, (), phase="backward")
-        backward.append(op)
-        return op
+    @staticmethod
+    def set_attribution(op: Op, *, phase: Phase, origin: Call | None = None, grad_of: Op | None = None,
+                        param: str | None = None) -> None:
+        """When ``op`` ran and what it belongs to: the forward call it differentiates or recomputes
+        (``origin``), the forward op whose autograd node ran it (``grad_of``), the parameter whose
+        gradient it accumulates (``param``)."""
+        op.phase = phase
+        op.origin = origin
+        op.grad_of = grad_of
+        op.param = param
 
     @staticmethod
     def set_call_inputs(call: Call, refs: Iterable[TensorRef]) -> None:

@@ -16,33 +16,35 @@ from .graph import Graph
 from .literals import LIMIT
 from .recorder import Recorder
 from .scope import Scope
+from .training import Phases
 
 _graph_task_id = torch._C._current_graph_task_id
 
 
-ForwardHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
-"""``(func, args, kwargs, out)``: one forward op, after it ran."""
+OpHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any]
+"""``(func, args, kwargs, out)``: one op, after it ran (what it returns is ignored)."""
 
 
 class OpMode(TorchDispatchMode):
-    """Runs every op unchanged, then hands it to ``forward`` (``backward(func)`` while autograd runs backward).
+    """Runs every op unchanged, then hands it to ``forward``, or to ``backward`` while autograd's
+    engine runs a backward (``torch._C._current_graph_task_id() != -1``) when one is given.
 
     The one dispatch mode of the package: ``capture`` records through it, ``verify`` probes eager
     runs with it.
     """
 
-    def __init__(self, forward: ForwardHook, backward: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, forward: OpHook, backward: OpHook | None = None) -> None:
         super().__init__()
         self._forward = forward
-        self._backward = backward
+        self._backward = backward or forward
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
             self._forward(func, args, kwargs, out)
-        elif self._backward is not None:
-            self._backward(func)
+        else:
+            self._backward(func, args, kwargs, out)
         return out
 
 
@@ -76,7 +78,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         self._model = model
         self._source = source
         self._constants = constants
-        self._active: tuple[Recorder, Scope, OpMode, RemovableHandle | None] | None = None
+        self._active: tuple[Recorder, Scope, Phases, OpMode, RemovableHandle | None] | None = None
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -86,17 +88,20 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
             )
         recorder = Recorder(self._model, source=self._source, constants=self._constants)
         scope = Scope(recorder.enter, recorder.exit, recorder.note)
+        phases = Phases(recorder)
         keywords = None
-        mode = OpMode(recorder.op, recorder.backward_op)
+        mode = OpMode(recorder.op, phases.backward_op)
         try:
+            phases.open()
             keywords = self._watch_keywords(recorder)
             mode.__enter__()
         except BaseException:
             scope.close()
+            phases.close()
             if keywords is not None:
                 keywords.remove()
             raise
-        self._active = (recorder, scope, mode, keywords)
+        self._active = (recorder, scope, phases, mode, keywords)
         return recorder.graph
 
     def _watch_keywords(self, recorder: Recorder) -> RemovableHandle | None:
@@ -117,12 +122,15 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._active is not None
-        recorder, scope, mode, keywords = self._active
+        recorder, scope, phases, mode, keywords = self._active
         self._active = None
         try:
             mode.__exit__(exc_type, exc, tb)
         finally:
-            scope.close()
-            if keywords is not None:
-                keywords.remove()
-            recorder.finish(exc)
+            try:
+                scope.close()
+                phases.close()
+            finally:
+                if keywords is not None:
+                    keywords.remove()
+                recorder.finish(exc)

@@ -9,7 +9,7 @@ from typing import Any
 
 from .builder import GraphBuilder
 from .graph import Call, Graph
-from .jsonvalues import FORMAT, VERSION, FormatError, _unrecord, _unvalue
+from .jsonvalues import FORMAT, OLDEST, VERSION, FormatError, _unrecord, _unvalue
 from .lint import LintError
 from .literals import Literal
 from .tensors import TensorRef
@@ -50,8 +50,8 @@ def from_json(data: Any, *, where: str = "the data") -> Graph:
     if type(version) is not int:
         raise FormatError(f"{where} has format version {version!r}, which is not an integer: the file was not written "
                           f"by dispatchtrace or was edited; save the capture again with g.save(path)")
-    if version < VERSION:
-        raise FormatError(f"{where} has format version {version}, older than the {VERSION} this dispatchtrace reads "
+    if version < OLDEST:
+        raise FormatError(f"{where} has format version {version}, older than the {OLDEST} this dispatchtrace reads "
                           f"(no release wrote it); save the capture again with g.save(path)")
     if version > VERSION:
         raise FormatError(f"{where} has format version {version}, newer than the {VERSION} this dispatchtrace "
@@ -102,8 +102,11 @@ class _Loader:
         calls: list[Call] = self.calls  # type: ignore[assignment]
         for call, c in zip(calls, self.call_entries, strict=True):
             self._finish_call(call, c)
-        for name, target in self.data["backward_ops"]:
-            self.builder.add_backward_op(name, target)
+        self._attribute()
+        apart = self.data.get("backward_ops") or []  # format 1 kept backward ops apart, by name only
+        if apart:
+            self.builder.add_note(f"this file (format 1) listed {len(apart)} backward ops apart, by name and target "
+                                  f"only; they are not in g.ops (capture again to record them in order)")
         for note in self.data.get("notes", []):  # optional: a capture that saw everything has none
             self.builder.add_note(note)
         params = self.data["params"]
@@ -119,6 +122,21 @@ class _Loader:
                                                     lit.get("why")))
         return self.builder.finish(None if error is None else _error(error["type"], error["message"], error.get("module")),
                                    complete=self.data["complete"])
+
+    def _attribute(self) -> None:
+        """Each op's ``origin``, ``grad_of`` and ``param`` (all calls and ops exist by now)."""
+        calls, ops = self.calls, self.graph.ops
+        for op, o in zip(ops, self.op_entries, strict=True):
+            origin, grad_of, param = o.get("origin"), o.get("grad_of"), o.get("param")
+            if origin is None and grad_of is None and param is None:
+                continue
+            if origin is not None and not 0 < origin < len(calls):
+                raise FormatError(f"op {op.index} ({op.name}) has origin {origin!r}, which is no call of the file "
+                                  f"(a position in calls other than the root)")
+            if grad_of is not None and not 0 <= grad_of < op.index:
+                raise FormatError(f"op {op.index} ({op.name}) has grad_of {grad_of!r}, which is no op that ran before it")
+            self.builder.set_attribution(op, phase=op.phase, origin=None if origin is None else calls[origin],
+                                         grad_of=None if grad_of is None else ops[grad_of], param=param)
 
     # ---- in execution order --------------------------------------------------------------------
     def _enter(self, call: Call, ci: int) -> None:

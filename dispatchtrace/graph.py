@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args
 
 from .depth import AUTO_BUDGET
 from .shorten import items, shapes
@@ -32,9 +32,23 @@ if TYPE_CHECKING:
     from .views.tree import Tree
 
 
+Phase = Literal["forward", "backward", "recompute", "optimizer"]
+"""When an op ran: in the forward (and any code outside the phases below), in autograd's backward
+(``loss.backward()``, ``torch.autograd.grad``), recomputing a checkpointed forward inside backward,
+or inside a ``torch.optim`` optimizer's ``step``."""
+
+PHASES: tuple[Phase, ...] = get_args(Phase)
+
+
 @dataclass(slots=True, eq=False)
 class Op:
-    """One ATen op as it ran. Read-only once the capture block has exited."""
+    """One ATen op as it ran. Read-only once the capture block has exited.
+
+    ``call`` is the module call running when it ran (a record of time); ``phase`` when it ran;
+    ``origin`` the forward call a backward op differentiates or a recompute op recomputes
+    (``None`` otherwise), ``grad_of`` the forward op whose autograd node ran it, where it can be
+    told, ``param`` the parameter whose ``.grad`` a gradient-accumulation op writes.
+    """
 
     index: int
     name: str
@@ -48,8 +62,11 @@ class Op:
     is_view: bool = False
     producers: tuple[Op, ...] = ()
     users: list[Op] = field(default_factory=list)
-    phase: str = "forward"
+    phase: Phase = "forward"
     source: Source | None = None
+    origin: Call | None = None
+    grad_of: Op | None = None
+    param: str | None = None
 
     @property
     def short(self) -> str:
@@ -63,7 +80,11 @@ class Op:
         outs = shapes([o.label for o in self.outputs]) or "()"
         if len(self.outputs) > 1:
             outs = f"({outs})"
-        return f"%{self.name} = {self.target}({', '.join(args)}) -> {outs}  # {self.call.label}"
+        where = self.call.label
+        if self.phase != "forward":
+            of = self.origin.label if self.origin is not None else self.param
+            where += f" [{self.phase}{f' of {of}' if of else ''}]"
+        return f"%{self.name} = {self.target}({', '.join(args)}) -> {outs}  # {where}"
 
     def __repr__(self) -> str:
         return f"<Op {self.name}: {self.target} in {self.call.label}>"
@@ -165,7 +186,7 @@ def new_call(path: str, type_: str, index: int, parent: Call | None, module: Any
 class Graph:
     """What one ``capture`` block recorded.
 
-    ``ops`` in execution order, ``calls`` in entry order (the root excluded), ``root`` the
+    ``ops`` in execution order, every phase (``op.phase``), ``calls`` in entry order (the root excluded), ``root`` the
     synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
     ``error`` the exception that ended the block early, if any. ``constants`` holds the
     values of literal constants by name (``literals.Literal``); ``notes`` what the capture could
@@ -179,7 +200,6 @@ class Graph:
         self.calls: list[Call] = []
         self.inputs: list[TensorRef] = []
         self.outputs: list[TensorRef] = []
-        self.backward_ops: list[Op] = []
         self.constants: dict[str, Literal] = {}
         self.error: BaseException | None = None
         self.complete: bool = False

@@ -10,7 +10,10 @@ from typing import Any
 from .tensors import TensorRef
 
 FORMAT = "dispatchtrace"
-VERSION = 1
+VERSION = 2
+"""The format this dispatchtrace writes: 2 records every phase in ``ops`` (``phase``, ``origin``, ``grad_of``, ``param``)."""
+OLDEST = 1
+"""The oldest format it reads: 1 kept backward ops apart, in ``backward_ops`` (read as a note)."""
 
 
 class FormatError(ValueError):

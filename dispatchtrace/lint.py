@@ -2,7 +2,7 @@
 
 The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
 
-1. ``ops``: ``graph.ops[i].index == i``, phase ``forward``; op names are unique.
+1. ``ops``: ``graph.ops[i].index == i``, each op's phase one of ``graph.PHASES``; op names are unique.
 2. ``calls``: the root has no parent and depth -1; ``graph.calls`` lists every call below the root
    once, in the order they were entered (depth first through ``children``); each call's parent is
    the call whose children hold it, and its depth is its parent's plus one.
@@ -27,7 +27,9 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
 11. ``graph inputs/outputs``: ``graph.inputs`` are refs of kind ``input`` without producer;
     ``graph.outputs`` are the outputs of the top-level calls, each once; call inputs and outputs
     list each ref once.
-12. ``backward_ops``: numbered 0.. in order, phase ``backward``, on the root call.
+12. ``attribution``: only backward and recompute ops have an ``origin`` (a call of the graph, not the
+    root) and ``grad_of`` (an op that ran before, not an optimizer op); only backward ops a ``param``
+    (a non-empty name), and an op with a ``param`` has no ``origin``.
 13. ``arguments``: only top-level calls have ``arguments`` (``((name, value), ...), {keyword: value}``,
     names unique); every tensor ref in them is one of the call's ``inputs``.
 14. ``constants``: every name in ``graph.constants`` names a ref of kind ``constant`` of the graph,
@@ -52,7 +54,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .graph import Call, Op
+from .graph import PHASES, Call, Op
 from .structure import iter_leaves
 from .tensors import TensorRef
 
@@ -80,7 +82,7 @@ def lint(graph: Graph) -> None:
     _check_tensors(graph)
     _check_dataflow(graph)
     _check_graph_io(graph)
-    _check_backward(graph)
+    _check_attribution(graph)
     _check_arguments(graph)
     _check_constants(graph)
     _check_notes(graph)
@@ -96,9 +98,8 @@ def _check_ops(graph: Graph) -> None:
         if op.index != i:
             _fail("ops", f"graph.ops[{i}] is %{op.name} with index {op.index}; ops are listed in execution order "
                          f"and an op's index is its position")
-        if op.phase != "forward":
-            _fail("ops", f"{_op(op)} has phase {op.phase!r}; graph.ops holds forward ops only (backward ones are "
-                         f"in graph.backward_ops)")
+        if op.phase not in PHASES:
+            _fail("ops", f"{_op(op)} has phase {op.phase!r}; an op's phase is one of {', '.join(PHASES)}")
         if op.name in names:
             _fail("ops", f"ops {names[op.name]} and {i} are both named %{op.name}; op names are unique")
         names[op.name] = i
@@ -293,11 +294,26 @@ def _check_graph_io(graph: Graph) -> None:
                 _fail(f"call {name}", f"{call!r}.{name} lists a ref twice; each is listed once")
 
 
-def _check_backward(graph: Graph) -> None:
-    for i, op in enumerate(graph.backward_ops):
-        if op.index != i or op.phase != "backward" or op.call is not graph.root:
-            _fail("backward_ops", f"graph.backward_ops[{i}] is %{op.name} (index {op.index}, phase {op.phase!r}); "
-                                  f"backward ops are numbered in order, phase backward, on the root call")
+def _check_attribution(graph: Graph) -> None:
+    calls = set(map(id, graph.calls))
+    for op in graph.ops:
+        origin, grad_of, param = op.origin, op.grad_of, op.param
+        if origin is None and grad_of is None and param is None:
+            continue
+        if op.phase not in ("backward", "recompute"):
+            _fail("attribution", f"{_op(op)} is a {op.phase} op with an origin, grad_of or param; only backward "
+                                 f"and recompute ops belong to a forward call, op or parameter")
+        if origin is not None and id(origin) not in calls:
+            _fail("attribution", f"{_op(op)} has origin {origin!r}, which is no call of the graph (the root is "
+                                 f"none: an op of no call has origin None)")
+        if grad_of is not None:
+            ops = graph.ops
+            if not (0 <= grad_of.index < op.index and ops[grad_of.index] is grad_of) or grad_of.phase == "optimizer":
+                _fail("attribution", f"{_op(op)} has grad_of {grad_of!r}, which is no earlier op of the graph outside "
+                                     f"an optimizer step; grad_of is the op whose autograd node ran it")
+        if param is not None and (op.phase != "backward" or origin is not None or not isinstance(param, str) or not param):
+            _fail("attribution", f"{_op(op)} accumulates the gradient of {param!r}; gradient accumulation is a "
+                                 f"backward op of a named parameter, with no origin")
 
 
 def _check_arguments(graph: Graph) -> None:

@@ -14,7 +14,8 @@ from torch.utils import _pytree as pytree
 
 from .capture import OpMode
 from .errors import one_line
-from .graph import Graph
+from .forward import replayed_ops
+from .graph import Graph, Op
 from .replay import bind_arguments, tensor_leaves
 from .snapshot import Runs, has_values
 from .source import SourceTable, user_site
@@ -91,7 +92,7 @@ def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool],
     a, k = clone_tensors((args, kwargs))
     index, stopped = 0, False
     parted: tuple[int, str, str | None] | None = None
-    ops = graph.ops if graph is not None else None
+    ops = _model_ops(graph) if graph is not None else None
 
     def forward(func: Any, op_args: tuple[Any, ...], op_kwargs: dict[str, Any], out: Any) -> None:
         nonlocal index, stopped, parted
@@ -112,11 +113,18 @@ def _probe(model: nn.Module, args: Any, kwargs: Any, on_op: Callable[..., bool],
         if parted is None:
             raise RunsDiffer(f"another run of the forward raised {one_line(exc)} (the capture's run did not): "
                              f"it does not run the same way twice", None) from exc
-    if graph is not None and parted is None and not stopped and index < len(graph.ops):
+    if ops is not None and parted is None and not stopped and index < len(ops):
         parted = (index, "", None)
     if parted is not None:
         assert graph is not None
         raise _parting(graph, *parted)
+
+
+def _model_ops(g: Graph) -> list[Op]:
+    """The capture's ops a run of the model alone gives: up to the last op inside a top-level call
+    (a loss, a backward or an optimizer step after it ran in the block, not in the model)."""
+    inside = [op.index for op in g.ops if op.call is not g.root]
+    return g.ops[: inside[-1] + 1] if inside else []
 
 
 def _parting(g: Graph, index: int, func: str, frame: str | None) -> RunsDiffer:
@@ -147,7 +155,7 @@ def _constant_values(g: Graph, model: nn.Module, args: Any, kwargs: Any, *, runs
         literal = g.constants.get(name or "")
         return literal is not None and literal.values is not None
 
-    for op in g.ops:
+    for op in replayed_ops(g):  # the replay needs no constant a backward or optimizer step read
         for pos, ref in enumerate(op.inputs):  # argument order, as tensor_leaves walks the live ones
             if ref.producer is None and ref.kind == "constant" and ref.name not in seen and not recorded(ref.name):
                 seen.add(ref.name)

@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
-from .graph import Call, Graph, Op, op_ranges
+from .graph import Call, Graph, Op, Phase, op_ranges
 from .literals import LIMIT, literal_of
 from .names import Names
 from .params import count_params
@@ -51,14 +51,21 @@ class Recorder:
         self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
         self._n_constants = 0
+        self.phase: Phase = "forward"
+        self.state_names: dict[int, str] = {}
+        """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
+        """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
         known = self.names.tensor(t)
         if known is not None:
             return known  # type: ignore[return-value]
+        state = self.state_names.get(id(t))
+        if state is not None:
+            return "constant", state
         pending = self._pending.get(id(t))
-        if pending is not None or len(self.stack) == 1:
+        if pending is not None or (len(self.stack) == 1 and self.phase == "forward"):
             name = pending or f"input_{self._n_inputs}"
             self._n_inputs += 1
             return "input", name
@@ -168,7 +175,7 @@ class Recorder:
             self.builder.set_call_result(call, [ref_of(t) for t in tensors_in(output)], template(output, ref_of))
 
     # ---- ops ---------------------------------------------------------------------------------
-    def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+    def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
         """Record one dispatched op: its arguments as refs (noting the ops they came from), the op
         itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean."""
         info = _schemas.get(func) or schema_of(func)
@@ -179,7 +186,7 @@ class Recorder:
                        for a in args])
         rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
         op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
-                                 tuple(inputs), tuple(producers))
+                                 tuple(inputs), tuple(producers), phase=self.phase)
         if func in _LIFTS and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
             self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
         written = self._record_writes(op, info.written(args, kwargs)) if info.writes else ()
@@ -194,6 +201,7 @@ class Recorder:
             self.builder.set_outputs(op, outputs)
         if self._sites is not None:
             self._sites.append(user_site(3))
+        return op
 
     def _recorder_of_args(self, inputs: list[TensorRef], producers: dict[Op, None],
                           view: Any = None) -> Callable[[Any], Any]:
@@ -246,10 +254,6 @@ class Recorder:
             ids = {id(t) for t in written}
             return tuple([produced(t, op, id(t) in ids, i) for i, t in enumerate(tensor_leaves(out))])
         return ()
-
-    def backward_op(self, func: Any) -> None:
-        info = schema_of(func)
-        self.builder.add_backward_op(f"{info.base}_bw{len(self.graph.backward_ops)}", info.target)
 
     # ---- end of the block ----------------------------------------------------------------------
     def finish(self, error: BaseException | None) -> Graph:

@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
+from .forward import replayed_ops
 from .graph import Call
 from .schema import overload_of
 from .structure import iter_leaves, leaves, map_leaves, tensor_leaves
@@ -56,6 +57,11 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     tensor stays a tensor and lists, tuples and dicts keep their nesting (namedtuples and
     dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were).
     Otherwise (several top-level calls, none) it returns ``graph.outputs`` as a flat tuple.
+
+    It replays the forward function only (``replayed_ops``): every op that ran inside a top-level
+    module call, whatever its phase (a ``torch.autograd.grad`` inside ``forward`` is part of what
+    the forward computes), and the forward ops at the root; a training step's top-level backward,
+    recomputation and optimizer ops, and root ops that read what those produced, are left out.
 
     Literal constants replay from ``graph.constants``. Other tensors from outside the capture
     that are no input, parameter or buffer of ``model`` (``kind == "constant"``) raise
@@ -146,6 +152,8 @@ class _Replayer:
         self.root = nn.Module()
         self.input_names: list[str] = []
         self.attrs: dict[str, torch.Tensor] = {}
+        self.ops = replayed_ops(graph)
+        self.left = {op.index for op in graph.ops} - {op.index for op in self.ops}
         if model is not None:
             self.attrs.update(dict(model.named_parameters(remove_duplicate=False)))
             self.attrs.update(dict(model.named_buffers(remove_duplicate=False)))
@@ -163,7 +171,7 @@ class _Replayer:
             for ref in self._refs_of_kind("constant"):
                 if not self._has_value(ref):
                     self._placeholder(ref)
-        for op in g.ops:
+        for op in self.ops:
             self._emit(op)
         self.fx.output(self._result(output_structure(g)))
         gm = fx.GraphModule(self.root, self.fx, class_name="Replay")
@@ -217,7 +225,7 @@ class _Replayer:
     # ---- externals ---------------------------------------------------------------------------
     def _refs_of_kind(self, kind: str) -> list[TensorRef]:
         seen: dict[str | None, TensorRef] = {}
-        for op in self.g.ops:
+        for op in self.ops:
             for ref in op.inputs:
                 if ref.producer is None and ref.kind == kind and ref.name not in seen:
                     seen[ref.name] = ref
@@ -259,7 +267,7 @@ class _Replayer:
         return literal is not None and literal.values is not None
 
     def _first_reader(self, ref: TensorRef) -> str:
-        for op in self.g.ops:
+        for op in self.ops:
             if any(r.producer is None and r.kind == ref.kind and r.name == ref.name for r in op.inputs):
                 return f"%{op.name} = {op.target} in {op.call.label}"
         return "the capture's outputs"
@@ -299,6 +307,8 @@ class _Replayer:
         if node is not None:
             return node
         producer = ref.producer
+        if producer is not None and producer.index in self.left:
+            raise ReplayError(self._left_out(ref, producer, reader))
         if producer is not None:
             node = self._refreshed(ref, producer)
         elif ref.kind == "input" or (ref.kind == "constant" and self.constants == "inputs"):
@@ -313,6 +323,17 @@ class _Replayer:
             node = self._attr(ref)
         self.env[ref.id] = node
         return node
+
+    def _left_out(self, ref: TensorRef, producer: Op, reader: Op | None) -> str:
+        """Why a replayed op cannot read ``ref``: replay left its producer out (``replayed_ops``)."""
+        first = producer
+        while first.phase == "forward":  # a root op left out for reading what a left-out op produced
+            first = next(r.producer for r in first.inputs if r.producer is not None and r.producer.index in self.left)
+        why = "it is" if first is producer else "it reads what"
+        where = f"%{reader.name} in {reader.call.label}" if reader else "the forward's result"
+        return (f"{where} reads {ref.label} %{producer.name}, which replay leaves out ({why} a {first.phase} op at the "
+                f"top level of the block{' produced' if first is not producer else ''}): replay runs the forward function "
+                f"only, the ops inside the top-level calls and the forward ops at the root; capture the forward alone")
 
     def _refreshed(self, ref: TensorRef, producer: Op) -> fx.Node:
         """A ref made again after its storage was written: the node of its producer's output ``ref.slot``."""

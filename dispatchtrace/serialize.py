@@ -6,7 +6,7 @@
 ...     y = lin(x)
 >>> text = dumps(g)
 >>> text[:45]
-'{"format":"dispatchtrace","version":1,"dispat'
+'{"format":"dispatchtrace","version":2,"dispat'
 >>> g2 = loads(text)
 >>> str(g2) == str(g), g2.calls[0].label, g2.costs().total.params
 (True, 'Linear', 10)
@@ -75,6 +75,12 @@ def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
     }
     if op.phase != "forward":
         entry["phase"] = op.phase
+    if op.origin is not None:
+        entry["origin"] = call_ix[id(op.origin)]
+    if op.grad_of is not None:
+        entry["grad_of"] = op.grad_of.index
+    if op.param is not None:
+        entry["param"] = op.param
     if op.source is not None:
         entry["source"] = t.source(op.source)
     return entry
@@ -120,7 +126,6 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "error": None if error is None else _error_entry(error),
         "tensors": [_tensor_row(r) for r in sorted(t.refs.values(), key=lambda r: r.id)],
         "calls": call_entries, "ops": ops, "sources": t.sources,
-        "backward_ops": [[op.name, op.target] for op in graph.backward_ops],
         "notes": list(graph.notes),
         "inputs": graph_inputs, "outputs": graph_outputs,
         "params": {"total": graph.root.params, "calls": [[c.params, c.self_params] for c in calls]},

@@ -32,8 +32,10 @@ def test_calls_and_ops_are_linked_where_they_belong() -> None:
     assert b.graph.calls == [outer, inner] and outer.children == [inner, m] and inner.children == [a]
     assert inner.ops == [a] and outer.ops == [m] and b.graph.ops == [a, m]
     assert [op.index for op in b.graph.ops] == [0, 1] and a.users == [m] and m.producers == (a,)
-    bw = b.add_backward_op("mul_bw0", "aten.mul.Tensor")
-    assert (bw.index, bw.phase, bw.call) == (0, "backward", root) and b.graph.backward_ops == [bw]
+    bw = b.add_op(root, "mul_1", "aten.mul.Tensor", (ya, 3), {}, (ya,), (a,), phase="backward")
+    b.set_attribution(bw, phase="backward", origin=inner, grad_of=a)
+    assert (bw.index, bw.phase, bw.call, bw.origin, bw.grad_of) == (2, "backward", root, inner, a)
+    assert b.graph.ops == [a, m, bw] and a.users == [m, bw]
 
 
 def test_io_setters_keep_each_ref_once() -> None:
@@ -56,7 +58,7 @@ def test_a_real_capture_built_through_the_builder_lints() -> None:
 
 def test_nothing_else_adds_to_the_graphs_lists() -> None:
     package = Path(__file__).resolve().parent.parent / "dispatchtrace"
-    pattern = re.compile(r"\.(children|ops|users|calls|backward_ops)\.(append|extend|insert)\(|"
+    pattern = re.compile(r"\.(children|ops|users|calls)\.(append|extend|insert)\(|"
                          r"\.(outputs|inputs|mutated|producers|users|children) = ")
     offenders = [f"{p.name}:{i}" for p in package.rglob("*.py") if p.name != "builder.py"
                  for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]

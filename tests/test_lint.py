@@ -206,15 +206,46 @@ def test_call_ops_are_its_op_children(capture: Graph) -> None:
         g.lint()
 
 
-def test_backward_ops_are_numbered_in_order() -> None:
+def _step() -> Graph:
     model = torch.nn.Linear(3, 2)
-    x = torch.randn(1, 3)
     with dt.capture(model) as g:
-        model(x).sum().backward()
+        model(torch.randn(1, 3)).sum().backward()
     g.lint()
-    assert len(g.backward_ops) >= 2
-    g.backward_ops.reverse()
-    with pytest.raises(LintError, match=r"backward_ops: .*numbered in order"):
+    return g
+
+
+def test_phases_are_known_and_backward_ops_are_in_order() -> None:
+    g = _step()
+    assert {op.phase for op in g.ops} == {"forward", "backward"}
+    next(op for op in g.ops if op.phase == "backward").phase = "sideways"  # type: ignore[assignment]
+    with pytest.raises(LintError, match=r"ops: .*has phase 'sideways'; an op's phase is one of forward, backward"):
+        g.lint()
+    g = _step()
+    g.ops.reverse()
+    with pytest.raises(LintError, match=r"ops: .*listed in execution order"):
+        g.lint()
+
+
+def test_attribution_belongs_to_backward_ops() -> None:
+    g = _step()
+    forward = g.ops[0]
+    forward.origin = g.calls[0]
+    with pytest.raises(LintError, match=r"attribution: .*a forward op with an origin"):
+        g.lint()
+    g = _step()
+    backward = next(op for op in g.ops if op.origin is not None)
+    backward.origin = g.root
+    with pytest.raises(LintError, match=r"attribution: .*no call of the graph"):
+        g.lint()
+    g = _step()
+    backward = next(op for op in g.ops if op.grad_of is not None)
+    backward.grad_of = g.ops[-1]
+    with pytest.raises(LintError, match=r"attribution: .*no earlier op"):
+        g.lint()
+    g = _step()
+    accumulate = next(op for op in g.ops if op.param is not None)
+    accumulate.origin = g.calls[0]
+    with pytest.raises(LintError, match=r"attribution: .*named parameter, with no origin"):
         g.lint()
 
 

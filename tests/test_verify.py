@@ -230,9 +230,12 @@ def test_probe_sees_the_ops_the_capture_records() -> None:
     _probe(model, (x,), {}, lambda i, func, a, k, out: seen.append((i, str(func))) or i >= 3)
     assert seen == [(i, op.target) for i, op in enumerate(g.ops[:4])]
     forward, backward = [], []
-    with OpMode(lambda func, a, k, out: forward.append(str(func)), backward.append):
+    model.zero_grad(set_to_none=True)
+    x.grad = None  # as before the capture: accumulation starts with a detach again, not an add_
+    with OpMode(lambda func, a, k, out: forward.append(str(func)), lambda func, a, k, out: backward.append(str(func))):
         model(x).sum().backward()
-    assert forward == [op.target for op in g.ops] and len(backward) == len(g.backward_ops) > 0
+    assert forward + backward == [op.target for op in g.ops] and backward == [op.target for op in g.ops
+                                                                               if op.phase == "backward"] != []
 
 
 # ---- verify touches nothing --------------------------------------------------------------------

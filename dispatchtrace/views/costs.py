@@ -2,7 +2,8 @@
 
 FLOPs come from PyTorch's own formulas (``torch.utils.flop_counter.flop_registry``), evaluated
 after the capture on shape-only stand-ins (meta tensors), so the total equals
-``FlopCounterMode``'s for the same forward. An op without a formula has ``flops=None``.
+``FlopCounterMode``'s for the same block, every phase counted (a training step's backward and
+optimizer ops too). An op without a formula has ``flops=None``.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(3, 4)
@@ -114,8 +115,6 @@ def op_flops(op: Op) -> int | None:
     Ops without a formula that ``FlopCounterMode`` would decompose (a CompositeImplicitAutograd
     kernel) are counted through that decomposition, as it does; any other op gives ``None``.
     """
-    if op.phase != "forward":
-        return None
     overload = overload_of(op.target)
     if overload is None:
         return None
@@ -125,7 +124,7 @@ def op_flops(op: Op) -> int | None:
         args = _standin(op.args)
         kwargs = _standin(op.kwargs)
         if formula is not None:
-            outs = tuple(_standin(o) for o in op.outputs)
+            outs = _masked(overload, op, tuple(_standin(o) for o in op.outputs))
             out = outs[0] if len(outs) == 1 else (outs or None)
             try:
                 return int(formula(*args, **kwargs, out_val=out))
@@ -136,6 +135,24 @@ def op_flops(op: Op) -> int | None:
     except _Symbolic:
         return None
     return None
+
+
+def _masked(overload: Any, op: Op, outs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The results in their schema positions: a backward op with ``output_mask``
+    (``convolution_backward``) returns no tensor where the mask is false, and ``op.outputs`` holds
+    only the tensors, so the formula would read grad_weight's shape where it wants grad_input's."""
+    returns = overload._schema.returns
+    if len(outs) >= len(returns):
+        return outs
+    names = [a.name for a in overload._schema.arguments]
+    if "output_mask" not in names:
+        return outs
+    i = names.index("output_mask")
+    mask = op.args[i] if i < len(op.args) else op.kwargs.get("output_mask")
+    if not isinstance(mask, (list, tuple)) or len(mask) != len(returns) or sum(map(bool, mask)) != len(outs):
+        return outs
+    it = iter(outs)
+    return tuple(next(it) if m else None for m in mask)
 
 
 def _decomposed_flops(overload: Any, op: Op) -> int | None:

@@ -1,0 +1,56 @@
+"""The autograd side of a capture: which autograd node is running, and what kind of node it is.
+
+The capture tags each node as the forward builds it (``torch.autograd.graph.node_creation_hook``,
+``node.metadata``) and reads the tag back while the node runs in backward. The one private PyTorch
+call of the package's backward support is ``running_node``.
+
+>>> import torch
+>>> w = torch.ones(2, requires_grad=True)
+>>> seen = []
+>>> def look(grad):
+...     seen.append(type(running_node()).__name__)
+>>> def tag(node):
+...     node.metadata["tag"] = type(node).__name__
+>>> with torch.autograd.graph.node_creation_hook(tag):
+...     y = (w * 3).sum()
+>>> y.grad_fn.metadata["tag"], running_node() is None
+('SumBackward0', True)
+>>> _ = w.register_hook(look)  # a leaf's hooks run in its AccumulateGrad node
+>>> y.backward()
+>>> seen
+['AccumulateGrad']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.autograd.graph import Node
+
+
+def running_node() -> Node | None:
+    """The autograd node whose backward runs on this thread now (``None`` outside backward).
+
+    ``torch._C._current_autograd_node`` is private (torch 2.14): this is its one use, tested in
+    ``tests/test_training.py``.
+    """
+    return torch._C._current_autograd_node()
+
+
+def graph_task() -> int:
+    """``-1`` outside autograd's backward, else the id of the backward (graph task) running."""
+    return torch._C._current_graph_task_id()
+
+
+def accumulated(node: Node) -> torch.Tensor | None:
+    """The leaf tensor an ``AccumulateGrad`` node writes the gradient of, else ``None``."""
+    if type(node).__name__ != "AccumulateGrad":
+        return None
+    variable: Any = getattr(node, "variable", None)
+    return variable if isinstance(variable, torch.Tensor) else None
+
+
+def is_python_function(node: Node) -> bool:
+    """A node of a Python ``torch.autograd.Function`` (its forward ran several ops, or none)."""
+    return isinstance(node, torch.autograd.function.BackwardCFunction)
