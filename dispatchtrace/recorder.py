@@ -52,9 +52,9 @@ class Recorder:
         self._n_inputs = 0
         self._n_constants = 0
         self.phase: Phase = "forward"
+        """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
         self.state_names: dict[int, str] = {}
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
-        """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
