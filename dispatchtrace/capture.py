@@ -15,6 +15,7 @@ from torch.utils.hooks import RemovableHandle
 from .graph import Graph
 from .literals import LIMIT
 from .recorder import Recorder
+from .saved import SavedHooks
 from .scope import Scope
 
 _graph_task_id = torch._C._current_graph_task_id
@@ -22,6 +23,10 @@ _graph_task_id = torch._C._current_graph_task_id
 
 ForwardHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
 """``(func, args, kwargs, out)``: one forward op, after it ran."""
+
+
+_NOT_SAVED = ("saved-tensor hooks are disabled where the capture began (inside torch.func.grad?): "
+              "what autograd saved for backward was not recorded (g.saved is empty)")
 
 
 class OpMode(TorchDispatchMode):
@@ -59,7 +64,10 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     sees them; without ``model``, they are constants ``_tensor_constantN``). ``constants`` is the
     byte limit per tensor for keeping the values of literal constants, tensors the forward builds
     from Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``), in ``g.constants`` so that replay
-    needs nothing else; 0 keeps none.
+    needs nothing else; 0 keeps none. ``saved`` records what autograd saves for backward, per call
+    (``g.saved``, ``g.memory()``), through ``torch.autograd.graph.saved_tensors_hooks``; pass
+    ``saved=False`` to run ``torch.func.grad`` (and ``vjp``, ``jacrev``, ``hessian``) inside the
+    block, which refuse to run while such hooks are set.
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -72,11 +80,12 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ['Linear']
     """
 
-    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT) -> None:
+    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT, saved: bool = True) -> None:
         self._model = model
+        self._saved = saved
         self._source = source
         self._constants = constants
-        self._active: tuple[Recorder, Scope, OpMode, RemovableHandle | None] | None = None
+        self._active: tuple[Recorder, Scope, OpMode, RemovableHandle | None, SavedHooks] | None = None
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -88,15 +97,19 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         scope = Scope(recorder.enter, recorder.exit, recorder.note)
         keywords = None
         mode = OpMode(recorder.op, recorder.backward_op)
+        saved = SavedHooks(recorder.stack, recorder.tracker.storage_id)
         try:
             keywords = self._watch_keywords(recorder)
+            if self._saved and not saved.open():
+                recorder.builder.add_note(_NOT_SAVED)
             mode.__enter__()
         except BaseException:
+            saved.close()
             scope.close()
             if keywords is not None:
                 keywords.remove()
             raise
-        self._active = (recorder, scope, mode, keywords)
+        self._active = (recorder, scope, mode, keywords, saved)
         return recorder.graph
 
     def _watch_keywords(self, recorder: Recorder) -> RemovableHandle | None:
@@ -117,12 +130,14 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._active is not None
-        recorder, scope, mode, keywords = self._active
+        recorder, scope, mode, keywords, saved = self._active
         self._active = None
         try:
             mode.__exit__(exc_type, exc, tb)
         finally:
+            saved.close()
             scope.close()
             if keywords is not None:
                 keywords.remove()
+            recorder.builder.set_saved(saved.records())  # before finish, which forgets the storages
             recorder.finish(exc)

@@ -143,6 +143,11 @@ class Tracker:
         self._storages.clear()
         self._tensors.clear()
 
+    def storage_id(self, key: int) -> int | None:
+        """The number of the storage at address ``key`` (``untyped_storage()._cdata``), if seen."""
+        state = self._storages.get(key)
+        return None if state is None else state.sid
+
     def _storage(self, t: Tensor) -> StorageState:
         try:
             st = t.untyped_storage()
