@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
@@ -142,3 +145,9 @@ def test_backward_ops_free_the_activations_they_read() -> None:
     # backward frees what it read: the step ends with less live than the forward left behind
     assert m.timeline[-1] < m.timeline[first_backward - 1] <= m.peak
     assert m.call(g.root).saved > 0
+
+
+def test_docs_memory_md_examples_run() -> None:
+    page = Path(__file__).resolve().parent.parent / "docs" / "memory.md"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
