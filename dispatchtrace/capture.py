@@ -33,20 +33,23 @@ class OpMode(TorchDispatchMode):
     """Runs every op unchanged, then hands it to ``forward`` (``backward(func)`` while autograd runs backward).
 
     The one dispatch mode of the package: ``capture`` records through it, ``verify`` probes eager
-    runs with it.
+    runs with it. ``ours(func, args, out)`` says which backward op ran only because the capture's own
+    saved-tensor hooks are set (``saved.SavedHooks.ours``): that one is not handed on.
     """
 
-    def __init__(self, forward: ForwardHook, backward: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, forward: ForwardHook, backward: Callable[[Any], None] | None = None,
+                 ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None) -> None:
         super().__init__()
         self._forward = forward
         self._backward = backward
+        self._ours = ours
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
             self._forward(func, args, kwargs, out)
-        elif self._backward is not None:
+        elif self._backward is not None and (self._ours is None or not self._ours(func, args, out)):
             self._backward(func)
         return out
 
@@ -96,8 +99,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         recorder = Recorder(self._model, source=self._source, constants=self._constants)
         scope = Scope(recorder.enter, recorder.exit, recorder.note)
         keywords = None
-        mode = OpMode(recorder.op, recorder.backward_op)
-        saved = SavedHooks(recorder.stack, recorder.tracker.storage_id)
+        saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
+        mode = OpMode(recorder.op, recorder.backward_op, saved.ours)
         try:
             keywords = self._watch_keywords(recorder)
             if self._saved and not saved.open():

@@ -6,6 +6,11 @@ it owns it) with its byte size, and hands autograd back what autograd keeps with
 tensor, or a detached alias of an output); unpack returns it unchanged. What the model computes does
 not change, and no tensor is kept alive beyond what autograd keeps itself.
 
+The private torch calls this leans on are all here: ``torch.autograd._get_sequence_nr`` and
+``Node._sequence_nr`` (which saved tensor is an output of the node being built), and
+``torch._C._autograd``'s ``_top_saved_tensors_default_hooks`` (hooks already set, to pass on to) and
+``_saved_tensors_hooks_get_disabled_error_message`` (where hooks may not be set).
+
 >>> import torch
 >>> from dispatchtrace.graph import Graph
 >>> g = Graph()
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
 
 _graph_task_id = torch._C._current_graph_task_id
 _next_sequence_nr = torch.autograd._get_sequence_nr
+_detach = torch.ops.aten.detach.default
 
 
 class SavedHooks:
@@ -48,11 +54,14 @@ class SavedHooks:
     without reentrancy, ``save_on_cpu``): the innermost pair of hooks is the one autograd calls.
     """
 
-    __slots__ = ("_stack", "_storage_id", "_thread", "_seen", "_hooks", "_outer")
+    __slots__ = ("_stack", "_storage_id", "_alias", "_thread", "_seen", "_hooks", "_outer", "_unpacked")
 
-    def __init__(self, stack: list[Call], storage_id: Callable[[int], int | None]) -> None:
+    def __init__(self, stack: list[Call], storage_id: Callable[[int], int | None],
+                 alias: Callable[[torch.Tensor, torch.Tensor], None] | None = None) -> None:
         self._stack = stack
         self._storage_id = storage_id
+        self._alias = alias
+        self._unpacked: torch.Tensor | None = None
         self._thread = threading.get_ident()
         # storage address -> (weak ref pinning the address, bytes, the call that saved it first)
         self._seen: dict[int, tuple[StorageWeakRef, int | None, Call]] = {}
@@ -74,6 +83,7 @@ class SavedHooks:
     def close(self) -> None:
         """Pop the hooks; closing twice is harmless."""
         hooks, self._hooks = self._hooks, None
+        self._unpacked = None
         if hooks is not None:
             hooks.__exit__(None, None, None)
 
@@ -98,19 +108,34 @@ class SavedHooks:
             version: int | None = t._version
         except Exception:  # noqa: BLE001 - no version counter
             version = None
-        return _as_autograd_keeps(t), version
+        kept = _as_autograd_keeps(t)
+        return kept, version, kept is t
 
     def _unpack(self, packed: Any) -> torch.Tensor:
         outer = self._outer
         if outer is not None:
             return outer[1](packed)
-        t, version = packed
+        t, version, original = packed
         if version is not None and t._version != version:
             # with hooks set, autograd leaves this check to them: it is autograd's own, message included
             raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
                                f"operation: [{t.type()} {list(t.shape)}] is at version {t._version}; expected version "
                                f"{version} instead (checked by dispatchtrace's saved-tensor hooks, as autograd does)")
+        if original and self._hooks is not None:
+            self._unpacked = t
         return t
+
+    def ours(self, func: Any, args: tuple[Any, ...], out: Any) -> bool:
+        """Whether the op just run in backward is the ``aten.detach`` autograd runs on a tensor our unpack
+        hook returned, and only because hooks are set: without them autograd hands its nodes the saved
+        tensor itself. That op is not recorded, and its result is the saved tensor (``alias``), so the
+        backward ops are the same with the hooks as without them."""
+        t, self._unpacked = self._unpacked, None
+        if t is None or func is not _detach or not args or args[0] is not t:
+            return False
+        if self._alias is not None and isinstance(out, torch.Tensor):
+            self._alias(out, t)
+        return True
 
     def records(self) -> list[Saved]:
         """One record per storage saved, in the order first saved; forgets the capture (the hooks live

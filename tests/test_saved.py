@@ -97,6 +97,19 @@ def test_capture_changes_neither_the_ops_nor_the_gradients() -> None:
         torch.testing.assert_close(p.grad, a, rtol=0, atol=0)
 
 
+def test_backward_runs_the_same_ops_with_the_hooks_as_without() -> None:
+    """With hooks set, autograd detaches each saved tensor it unpacks; without, it hands over the tensor
+    itself (inputs, leaves): those detaches are the hooks' own and are not recorded."""
+    torch.manual_seed(0)
+    net, x = Block(), torch.randn(2, 3, 5, 5, requires_grad=True)
+    with CountOps() as counted:
+        net(x).square().sum().backward()
+    with dt.capture(net) as g:
+        net(x).square().sum().backward()
+    recorded = len(g.ops) + len(getattr(g, "backward_ops", ()))  # backward ops kept apart, or in g.ops
+    assert recorded == counted.n
+
+
 def test_saved_tensors_stay_no_longer_than_autograd_keeps_them() -> None:
     lin = nn.Linear(4, 4)
     x = torch.randn(2, 4)
