@@ -95,7 +95,7 @@ class Memory:
             raise KeyError(f"{call!r} is not a call of this capture; pass one of g.calls or g.root") from None
 
     def __str__(self) -> str:
-        total = self.calls[next(iter(self.calls))] if self.calls else CallMemory(0, 0, 0, 0)
+        total = next((m for c, m in self.calls.items() if c.parent is None), CallMemory(0, 0, 0, 0))
         where = "" if self.peak_op is None else f" at %{self.peak_op.name} ({call_label(self.peak_op.call)})"
         lines = [f"peak {human(self.peak, 'B')}{where}: {human(self.peak - self.baseline, 'B')} activations, "
                  f"{human(self.baseline, 'B')} parameters, buffers and inputs",
