@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .graph import Call, Graph, Op, Phase, new_call
+from .graph import Call, Graph, Op, Phase, Saved, new_call
 from .literals import Literal
 from .tensors import TensorRef
 
@@ -108,6 +108,10 @@ class GraphBuilder:
         calls returned), each ref once."""
         self.graph.inputs = list(dict.fromkeys(inputs))
         self.graph.outputs = list(dict.fromkeys(outputs))
+
+    def set_saved(self, saved: Iterable[Saved]) -> None:
+        """The storages autograd saved for backward (``graph.saved``), in the order first saved."""
+        self.graph.saved = list(saved)
 
     def add_note(self, text: str) -> None:
         """A sentence saying what the capture could not see (``graph.notes``), each once."""

@@ -15,6 +15,7 @@ from torch.utils.hooks import RemovableHandle
 from .graph import Graph
 from .literals import LIMIT
 from .recorder import Recorder
+from .saved import SavedHooks
 from .scope import Scope
 from .training import Phases
 
@@ -25,25 +26,32 @@ OpHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any]
 """``(func, args, kwargs, out)``: one op, after it ran (what it returns is ignored)."""
 
 
+_NOT_SAVED = ("saved-tensor hooks are disabled where the capture began (inside torch.func.grad?): "
+              "what autograd saved for backward was not recorded (g.saved is empty)")
+
+
 class OpMode(TorchDispatchMode):
     """Runs every op unchanged, then hands it to ``forward``, or to ``backward`` while autograd's
     engine runs a backward (``torch._C._current_graph_task_id() != -1``) when one is given.
 
     The one dispatch mode of the package: ``capture`` records through it, ``verify`` probes eager
-    runs with it.
+    runs with it. ``ours(func, args, out)`` says which backward op ran only because the capture's own
+    saved-tensor hooks are set (``saved.SavedHooks.ours``): that one is not handed on.
     """
 
-    def __init__(self, forward: OpHook, backward: OpHook | None = None) -> None:
+    def __init__(self, forward: OpHook, backward: OpHook | None = None,
+                 ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None) -> None:
         super().__init__()
         self._forward = forward
         self._backward = backward or forward
+        self._ours = ours
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
             self._forward(func, args, kwargs, out)
-        else:
+        elif self._ours is None or not self._ours(func, args, out):
             self._backward(func, args, kwargs, out)
         return out
 
@@ -61,7 +69,10 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     sees them; without ``model``, they are constants ``_tensor_constantN``). ``constants`` is the
     byte limit per tensor for keeping the values of literal constants, tensors the forward builds
     from Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``), in ``g.constants`` so that replay
-    needs nothing else; 0 keeps none.
+    needs nothing else; 0 keeps none. ``saved`` records what autograd saves for backward, per call
+    (``g.saved``, ``g.memory()``), through ``torch.autograd.graph.saved_tensors_hooks``; pass
+    ``saved=False`` to run ``torch.func.grad`` (and ``vjp``, ``jacrev``, ``hessian``) inside the
+    block, which refuse to run while such hooks are set.
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -74,11 +85,12 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ['Linear']
     """
 
-    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT) -> None:
+    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT, saved: bool = True) -> None:
         self._model = model
+        self._saved = saved
         self._source = source
         self._constants = constants
-        self._active: tuple[Recorder, Scope, Phases, OpMode, RemovableHandle | None] | None = None
+        self._active: tuple[Recorder, Scope, Phases, OpMode, RemovableHandle | None, SavedHooks] | None = None
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -90,18 +102,22 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         scope = Scope(recorder.enter, recorder.exit, recorder.note)
         phases = Phases(recorder)
         keywords = None
-        mode = OpMode(recorder.op, phases.backward_op)
+        saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
+        mode = OpMode(recorder.op, phases.backward_op, saved.ours)
         try:
             phases.open()
             keywords = self._watch_keywords(recorder)
+            if self._saved and not saved.open():
+                recorder.builder.add_note(_NOT_SAVED)
             mode.__enter__()
         except BaseException:
+            saved.close()
             scope.close()
             phases.close()
             if keywords is not None:
                 keywords.remove()
             raise
-        self._active = (recorder, scope, phases, mode, keywords)
+        self._active = (recorder, scope, phases, mode, keywords, saved)
         return recorder.graph
 
     def _watch_keywords(self, recorder: Recorder) -> RemovableHandle | None:
@@ -122,15 +138,17 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self._active is not None
-        recorder, scope, phases, mode, keywords = self._active
+        recorder, scope, phases, mode, keywords, saved = self._active
         self._active = None
         try:
             mode.__exit__(exc_type, exc, tb)
         finally:
             try:
+                saved.close()
                 scope.close()
                 phases.close()
             finally:
                 if keywords is not None:
                     keywords.remove()
+                recorder.builder.set_saved(saved.records())  # before finish, which forgets the storages
                 recorder.finish(exc)

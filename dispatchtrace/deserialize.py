@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from .builder import GraphBuilder
-from .graph import Call, Graph
+from .graph import Call, Graph, Saved
 from .jsonvalues import FORMAT, OLDEST, VERSION, FormatError, _unrecord, _unvalue
 from .lint import LintError
 from .literals import Literal
@@ -107,6 +107,8 @@ class _Loader:
         if apart:
             self.builder.add_note(f"this file (format 1) listed {len(apart)} backward ops apart, by name and target "
                                   f"only; they are not in g.ops (capture again to record them in order)")
+        saved = self.data.get("saved", [])  # optional: absent in older files (read as none)
+        self.builder.set_saved(_saved(entry, calls) for entry in saved)
         for note in self.data.get("notes", []):  # optional: a capture that saw everything has none
             self.builder.add_note(note)
         params = self.data["params"]
@@ -209,6 +211,15 @@ class _Loader:
 
     def _unvalue(self, v: Any) -> Any:
         return _unvalue(v, self._ref)
+
+
+def _saved(entry: Any, calls: list[Call]) -> Saved:
+    """One ``saved`` entry, ``[storage, bytes, call position]``, checked."""
+    storage, nbytes, ix = entry
+    if (storage is not None and type(storage) is not int) or (nbytes is not None and (type(nbytes) is not int or nbytes < 0)) \
+            or type(ix) is not int or not 0 <= ix < len(calls):
+        raise FormatError(f"saved entry {entry!r} is not [storage number or null, bytes or null, call position]")
+    return Saved(storage, nbytes, calls[ix])
 
 
 class SavedError(Exception):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .replay import Constants
     from .views.collapse import CollapsedGraph, Predicate
     from .views.costs import Costs
+    from .views.memory import Memory
     from .views.query import CallRef
     from .views.summary import Summary
     from .views.tree import Tree
@@ -155,6 +156,20 @@ class Call:
         return f"<Call {self.label} ({self.type})>"
 
 
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """One storage autograd saved for backward during the capture (``graph.saved``), counted once.
+
+    ``storage`` is the ``TensorRef.storage`` number (``None``: a storage no op of the capture read or
+    made), ``bytes`` its byte size (``None`` when symbolic), ``call`` the innermost call running when
+    autograd first saved it. Which kind of tensor it holds is its refs' kind (``views.memory``).
+    """
+
+    storage: int | None
+    bytes: int | None
+    call: Call
+
+
 def op_ranges(root: Call) -> dict[int, range]:
     """``{id(call): range of op indices}`` for ``root`` and every call below it.
 
@@ -189,7 +204,8 @@ class Graph:
     ``ops`` in execution order, every phase (``op.phase``), ``calls`` in entry order (the root excluded), ``root`` the
     synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
     ``error`` the exception that ended the block early, if any. ``constants`` holds the
-    values of literal constants by name (``literals.Literal``); ``notes`` what the capture could
+    values of literal constants by name (``literals.Literal``); ``saved`` the storages autograd saved
+    for backward (``Saved``, one each, in the order first saved); ``notes`` what the capture could
     not see (a ``torch.jit.script`` module's inner calls, a ``torch.compile``'d model run eagerly),
     one sentence each.
     """
@@ -200,6 +216,7 @@ class Graph:
         self.calls: list[Call] = []
         self.inputs: list[TensorRef] = []
         self.outputs: list[TensorRef] = []
+        self.saved: list[Saved] = []
         self.constants: dict[str, Literal] = {}
         self.error: BaseException | None = None
         self.complete: bool = False
@@ -298,6 +315,12 @@ class Graph:
         from .views.costs import costs
 
         return costs(self)
+
+    def memory(self) -> Memory:
+        """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views.memory``."""
+        from .views.memory import memory
+
+        return memory(self)
 
     def summary(self, depth: Depth = "all") -> Summary:
         """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""

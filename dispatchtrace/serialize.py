@@ -126,6 +126,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "error": None if error is None else _error_entry(error),
         "tensors": [_tensor_row(r) for r in sorted(t.refs.values(), key=lambda r: r.id)],
         "calls": call_entries, "ops": ops, "sources": t.sources,
+        "saved": [[rec.storage, rec.bytes, call_ix[id(rec.call)]] for rec in graph.saved],
         "notes": list(graph.notes),
         "inputs": graph_inputs, "outputs": graph_outputs,
         "params": {"total": graph.root.params, "calls": [[c.params, c.self_params] for c in calls]},

@@ -143,6 +143,18 @@ class Tracker:
         self._storages.clear()
         self._tensors.clear()
 
+    def storage_id(self, key: int) -> int | None:
+        """The number of the storage at address ``key`` (``untyped_storage()._cdata``), if seen."""
+        state = self._storages.get(key)
+        return None if state is None else state.sid
+
+    def alias(self, new: Tensor, old: Tensor) -> None:
+        """``new`` is ``old`` under another tensor object (autograd's copy of a saved tensor it
+        unpacked): it gets ``old``'s ref, as the same tensor would."""
+        s = self._tensors.get(id(old))
+        if s is not None and s.wr() is old:
+            self._tensors[id(new)] = TensorState(weakref.ref(new), s.ref, s.storage, s.born)
+
     def _storage(self, t: Tensor) -> StorageState:
         try:
             st = t.untyped_storage()

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.graph import Call, Graph, Op
+from dispatchtrace.graph import Call, Graph, Op, Saved
 from dispatchtrace.serialize import FormatError, Opaque, Record, _record, _unrecord, dumps, from_json, load, loads
 from dispatchtrace.tensors import TensorRef
 from dispatchtrace.views.costs import OpCost, costs
@@ -240,8 +240,10 @@ def test_every_field_of_the_data_model_is_saved() -> None:
         new = {f.name for f in fields(cls)} - known
         assert not new, f"serialize.py does not save {cls.__name__}.{sorted(new)}; extend it and docs/format.md"
     graph_attrs = set(vars(Graph()))
-    assert graph_attrs <= {"root", "ops", "calls", "inputs", "outputs", "error", "complete", "constants", "notes"}, (
-        f"serialize.py does not save Graph attributes {sorted(graph_attrs - {'root', 'ops', 'calls', 'inputs', 'outputs', 'error', 'complete', 'constants', 'notes'})}")
+    known_attrs = {"root", "ops", "calls", "inputs", "outputs", "error", "complete", "constants", "notes",
+                   "saved"}
+    assert graph_attrs <= known_attrs, f"serialize.py does not save Graph attributes {sorted(graph_attrs - known_attrs)}"
+    assert {f.name for f in fields(Saved)} == {"storage", "bytes", "call"}, "serialize.py saves these fields of Saved"
 
 
 def test_returned_structures_round_trip(tmp_path) -> None:
