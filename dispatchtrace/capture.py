@@ -30,6 +30,12 @@ _NOT_SAVED = ("saved-tensor hooks are disabled where the capture began (inside t
               "what autograd saved for backward was not recorded (g.saved is empty)")
 
 
+_REFUSED_HOOKS = "support saved tensor hooks"
+"""What torch.func's transforms say when saved-tensor hooks are set (``torch._functorch.vmap``)."""
+_PASS_SAVED_FALSE = ("dispatchtrace: the capture's saved-tensor hooks (which record g.saved) are set; "
+                     "capture with dt.capture(model, saved=False) to run torch.func.grad, vjp, jacrev or hessian inside it")
+
+
 class OpMode(TorchDispatchMode):
     """Runs every op unchanged, then hands it to ``forward``, or to ``backward`` while autograd's
     engine runs a backward (``torch._C._current_graph_task_id() != -1``) when one is given.
@@ -140,6 +146,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         assert self._active is not None
         recorder, scope, phases, mode, keywords, saved = self._active
         self._active = None
+        if exc is not None and self._saved and _REFUSED_HOOKS in str(exc):
+            exc.add_note(_PASS_SAVED_FALSE)
         try:
             mode.__exit__(exc_type, exc, tb)
         finally:

@@ -197,8 +197,9 @@ def test_enclosing_hooks_and_captures_keep_working() -> None:
 def test_torch_func_grad_needs_saved_false() -> None:
     f = torch.func.grad(lambda t: t.sin().sum())
     x = torch.randn(3)
-    with pytest.raises(RuntimeError, match="saved tensor hooks"), dt.capture():
+    with pytest.raises(RuntimeError, match="saved tensor hooks") as refused, dt.capture():
         f(x)
+    assert any("saved=False" in note for note in refused.value.__notes__)  # the error says what to do
     with dt.capture(saved=False) as g:
         f(x)
     assert g.saved == [] and len(g.ops) > 0
