@@ -12,6 +12,7 @@ import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.hooks import RemovableHandle
 
+from .collector import Paused
 from .graph import Graph
 from .literals import LIMIT
 from .recorder import Recorder
@@ -61,6 +62,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     from Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``), in ``g.constants`` so that replay
     needs nothing else; 0 keeps none.
 
+    Python's cyclic garbage collector is paused inside the block and restored as it was on exit,
+    also when the block raises (``collector.Paused``): the graph's many long-lived records would
+    make its full collections cost more with every op. Memory freed by reference counting (tensors,
+    as usual) is freed meanwhile; reference cycles the model makes wait for the block's end.
+
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
     >>> with dt.capture(lin) as g:
@@ -77,6 +83,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         self._source = source
         self._constants = constants
         self._active: tuple[Recorder, Scope, OpMode, RemovableHandle | None] | None = None
+        self._collector = Paused()
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -84,17 +91,20 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                 "this dispatchtrace.capture is already recording; nest a new one instead: "
                 "`with dt.capture(model) as inner:`"
             )
-        recorder = Recorder(self._model, source=self._source, constants=self._constants)
-        scope = Scope(recorder.enter, recorder.exit, recorder.note)
-        keywords = None
-        mode = OpMode(recorder.op, recorder.backward_op)
+        self._collector.start()
+        keywords = scope = None
         try:
+            recorder = Recorder(self._model, source=self._source, constants=self._constants)
+            scope = Scope(recorder.enter, recorder.exit, recorder.note)
+            mode = OpMode(recorder.op, recorder.backward_op)
             keywords = self._watch_keywords(recorder)
             mode.__enter__()
         except BaseException:
-            scope.close()
+            if scope is not None:
+                scope.close()
             if keywords is not None:
                 keywords.remove()
+            self._collector.stop()
             raise
         self._active = (recorder, scope, mode, keywords)
         return recorder.graph
@@ -120,9 +130,12 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         recorder, scope, mode, keywords = self._active
         self._active = None
         try:
-            mode.__exit__(exc_type, exc, tb)
+            try:
+                mode.__exit__(exc_type, exc, tb)
+            finally:
+                scope.close()
+                if keywords is not None:
+                    keywords.remove()
+                recorder.finish(exc)
         finally:
-            scope.close()
-            if keywords is not None:
-                keywords.remove()
-            recorder.finish(exc)
+            self._collector.stop()
