@@ -99,13 +99,15 @@ _dtype_names: dict[torch.dtype, str] = {}
 _device_names: dict[torch.device, str] = {}
 
 
-def _meta(t: Tensor) -> tuple[tuple[int | str, ...], str, str]:
+def _meta(t: Tensor, shapes: dict[tuple[int | str, ...], tuple[int | str, ...]]) -> tuple[tuple[int | str, ...], str, str]:
+    """Shape, dtype and device names of ``t``; equal shapes are one tuple (``shapes`` keeps them)."""
     try:
         shape = tuple(t.shape)
     except RuntimeError:  # nested tensors have no sizes: ragged dimensions are "*"
         shape = tuple(_size_or_star(t, i) for i in range(t.dim()))
     if type(t) is not Tensor and not all(type(s) is int for s in shape):  # symbolic sizes (fake tensors)
         shape = tuple(s if type(s) is int else str(s) for s in shape)
+    shape = shapes.setdefault(shape, shape)
     dt = t.dtype
     dname = _dtype_names.get(dt)
     if dname is None:
@@ -136,12 +138,14 @@ class Tracker:
         self._tensors: dict[int, TensorState] = {}
         self._next_ref = 0
         self._next_sid = 0
+        self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
         self.external: list[TensorRef] = []
 
     def close(self) -> None:
         """Drop every weak reference; the refs already handed out stay valid."""
         self._storages.clear()
         self._tensors.clear()
+        self._shapes.clear()
 
     def _storage(self, t: Tensor) -> StorageState:
         try:
@@ -158,7 +162,7 @@ class Tracker:
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
-        shape, dtype, device = _meta(t)
+        shape, dtype, device = _meta(t, self._shapes)
         self._next_ref += 1
         return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name,
                          slot)
