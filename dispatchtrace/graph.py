@@ -47,7 +47,7 @@ class Op:
     mutated: tuple[TensorRef, ...] = ()
     is_view: bool = False
     producers: tuple[Op, ...] = ()
-    users: list[Op] = field(default_factory=list)
+    users: tuple[Op, ...] = ()
     phase: str = "forward"
     source: Source | None = None
 

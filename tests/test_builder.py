@@ -31,7 +31,7 @@ def test_calls_and_ops_are_linked_where_they_belong() -> None:
     assert (outer.depth, inner.depth, inner.repeat) == (0, 1, 2)
     assert b.graph.calls == [outer, inner] and outer.children == [inner, m] and inner.children == [a]
     assert inner.ops == [a] and outer.ops == [m] and b.graph.ops == [a, m]
-    assert [op.index for op in b.graph.ops] == [0, 1] and a.users == [m] and m.producers == (a,)
+    assert [op.index for op in b.graph.ops] == [0, 1] and a.users == (m,) and m.producers == (a,)
     bw = b.add_backward_op("mul_bw0", "aten.mul.Tensor")
     assert (bw.index, bw.phase, bw.call) == (0, "backward", root) and b.graph.backward_ops == [bw]
 
