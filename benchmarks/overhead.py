@@ -225,7 +225,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.backends.mha.set_fastpath_enabled(False)  # the encoder's ~700 ops on cpu too, not one fused op per layer
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, median of {args.repeat}\n")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, median of {args.repeat}, "
+          f"dispatchtrace from {Path(dt.__file__).parent}\n")
     if args.rows:
         print_table(args.repeat, [tuple(r.split(":")) for r in args.rows])
     if args.decoder:

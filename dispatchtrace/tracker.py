@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from .tensors import Kind, TensorRef
 
@@ -24,21 +23,26 @@ Write = tuple[int, float, int, bool, "Op"]
 _WHOLE = (0, float("inf"), False)
 
 
+_free_weak_ref = torch.UntypedStorage._free_weak_ref
+
+
 class StorageState:
     """One storage seen in the capture. Holding its weak ref pins the address: no reuse.
 
-    ``writes`` are the writes that may still be the last write of some byte, oldest first: a write
-    whose range a later exact write covers is dropped.
+    ``weak`` is the raw handle of that weak ref (``UntypedStorage._weak_ref()``, what
+    ``StorageWeakRef`` wraps), freed by ``Tracker.close``. ``writes`` are the writes that may still
+    be the last write of some byte, oldest first: a write whose range a later exact write covers is
+    dropped (an empty tuple until the first write: most storages are never written in place).
     """
 
     __slots__ = ("sid", "weak", "key", "version", "writes")
 
-    def __init__(self, sid: int, weak: StorageWeakRef | None, key: int | None = None) -> None:
+    def __init__(self, sid: int, weak: int | None, key: int | None = None) -> None:
         self.sid = sid
         self.weak = weak
         self.key = key
         self.version = 0
-        self.writes: list[Write] = []
+        self.writes: list[Write] | tuple[()] = ()
 
     @property
     def writer(self) -> Op | None:
@@ -142,7 +146,11 @@ class Tracker:
         self.external: list[TensorRef] = []
 
     def close(self) -> None:
-        """Drop every weak reference; the refs already handed out stay valid."""
+        """Drop every weak reference; the refs already handed out stay valid. A second call does nothing."""
+        for state in self._storages.values():
+            if state.weak is not None:
+                _free_weak_ref(state.weak)
+                state.weak = None
         self._storages.clear()
         self._tensors.clear()
         self._shapes.clear()
@@ -157,7 +165,7 @@ class Tracker:
         state = self._storages.get(cdata)
         if state is None:
             self._next_sid += 1
-            state = self._storages[cdata] = StorageState(self._next_sid - 1, StorageWeakRef(st), cdata)
+            state = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
         return state
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
@@ -227,8 +235,8 @@ class Tracker:
         if hi > lo:
             writes = storage.writes
             if exact and writes:
-                writes[:] = [w for w in writes if not (lo <= w[0] and w[1] <= hi)]
-            writes.append((lo, hi, storage.version, exact, op))
+                writes = [w for w in writes if not (lo <= w[0] and w[1] <= hi)]
+            storage.writes = [*writes, (lo, hi, storage.version, exact, op)]
         return storage
 
     @staticmethod
