@@ -1,25 +1,43 @@
-"""Capture overhead: plain forward vs an empty TorchDispatchMode vs dispatchtrace.capture.
+"""Capture overhead: the empty-mode floor, FlopCounterMode, DebugMode and dispatchtrace side by side.
 
-Run: .venv/bin/python benchmarks/overhead.py [--repeat 7] [--markdown]
-One process, torch.set_num_threads(1), medians; ratios are taken within this run. Variants run
-interleaved, each after gc.collect(), so none pays for another's garbage (a capture's graph is
-freed by the cyclic collector: its ops and calls point at each other).
+Run: .venv/bin/python benchmarks/overhead.py [--repeat 11] [--decoder 8 32 64 126] [--rows resnet50:meta ...]
+
+One process, torch.set_num_threads(1), eval mode under torch.no_grad(), medians; ratios are taken
+within this run. Variants run interleaved (plain -> empty mode -> FlopCounterMode -> DebugMode ->
+dispatchtrace), each after gc.collect(), so none pays for another's garbage. The load average is
+printed with each table: the machine is shared, compare rows of one run. The encoder runs with the
+MHA fast path off, so on cpu it issues its ~700 ATen ops as on meta (not one fused op per layer).
+
+``--decoder`` captures a Llama-style decoder of the 405B shape (hidden 16384, 128/8 heads, SwiGLU
+53248, 1 x 2048 tokens) on meta at each layer count: per-op cost over the empty mode, capture time,
+``summary`` + ``save`` + ``load``, graph bytes and gc-tracked objects per op (tracemalloc and
+``gc.get_objects``, load-independent) and the collector's full collections during one capture.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
+import sys
+import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn as nn
 import torchvision
+from torch.utils._debug_mode import DebugMode
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
+
+VARIANTS = ("plain", "empty", "flops", "debug", "dispatchtrace")
 
 
 class EmptyMode(TorchDispatchMode):
@@ -27,25 +45,30 @@ class EmptyMode(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _models() -> dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]]:
-    def encoder() -> nn.Module:
-        layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
-        return nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
-
-    return {
-        "resnet50": (torchvision.models.resnet50, (1, 3, 224, 224)),
-        "vit_b_16": (torchvision.models.vit_b_16, (1, 3, 224, 224)),
-        "transformer_encoder_12x512": (encoder, (1, 128, 512)),
-    }
+def _encoder() -> nn.Module:
+    layer = nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
+    return nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
 
 
-def measure(name: str, device: str, repeat: int) -> dict[str, object]:
-    build, shape = _models()[name]
-    with torch.device(device):
-        model = build().eval()
-        x = torch.randn(shape)
-    n_ops = 0
+MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "resnet50": (torchvision.models.resnet50, (1, 3, 224, 224)),
+    "mobilenet_v3_large": (torchvision.models.mobilenet_v3_large, (1, 3, 224, 224)),
+    "vit_b_16": (torchvision.models.vit_b_16, (1, 3, 224, 224)),
+    "encoder_12x512": (_encoder, (1, 128, 512)),
+}
+TABLE = [("resnet50", "cpu"), ("mobilenet_v3_large", "cpu"), ("encoder_12x512", "cpu"),
+         ("resnet50", "meta"), ("vit_b_16", "meta"), ("encoder_12x512", "meta")]
 
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def variants(model: nn.Module, x: Any) -> dict[str, Callable[[], Any]]:
+    """One callable per variant; ``dispatchtrace`` returns its graph."""
     def plain() -> None:
         model(x)
 
@@ -53,56 +76,161 @@ def measure(name: str, device: str, repeat: int) -> dict[str, object]:
         with EmptyMode():
             model(x)
 
-    def cap(source: bool) -> Callable[[], None]:
-        def run() -> None:
-            nonlocal n_ops
-            with dt.capture(model, source=source) as g:
-                model(x)
-            n_ops = len(g.ops)
-        return run
+    def flops() -> None:
+        with FlopCounterMode(display=False):
+            model(x)
 
-    with torch.no_grad():
-        # interleave so drift hits every variant alike
-        rows = {k: [] for k in ("plain", "empty", "capture", "capture_nosrc")}
-        fns = {"plain": plain, "empty": empty, "capture": cap(True), "capture_nosrc": cap(False)}
-        for fn in fns.values():
+    def debug() -> None:
+        with DebugMode():
+            model(x)
+
+    def capture() -> dt.Graph:
+        with dt.capture(model) as g:
+            model(x)
+        return g
+
+    return dict(zip(VARIANTS, (plain, empty, flops, debug, capture), strict=True))
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Median seconds per variant, the variants run in turn ``repeat`` times after one warm-up each."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            gc.collect()
+            t0 = time.perf_counter()
             fn()
-        for _ in range(repeat):
-            for k, fn in fns.items():
-                gc.collect()  # start every run from a clean heap: no run pays for another's garbage
-                t0 = time.perf_counter()
-                fn()
-                rows[k].append(time.perf_counter() - t0)
-    med = {k: statistics.median(v) for k, v in rows.items()}
-    return {
-        "model": name, "device": device, "ops": n_ops,
-        "plain_ms": med["plain"] * 1e3, "empty_ms": med["empty"] * 1e3,
-        "capture_ms": med["capture"] * 1e3, "capture_nosrc_ms": med["capture_nosrc"] * 1e3,
-        "empty_ratio": med["empty"] / med["plain"], "capture_ratio": med["capture"] / med["plain"],
-        "nosrc_ratio": med["capture_nosrc"] / med["plain"],
-        "us_per_op_over_empty": (med["capture"] - med["empty"]) / n_ops * 1e6,
-    }
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def table_row(name: str, device: str, repeat: int) -> dict[str, Any]:
+    build, shape = MODELS[name]
+    with torch.device(device):
+        model = build().eval()
+        x = torch.randn(shape)
+    with torch.no_grad():
+        fns = variants(model, x)
+        med = interleaved(fns, repeat)
+        n_ops = len(fns["dispatchtrace"]().ops)
+    row: dict[str, Any] = {"model": name, "device": device, "ops": n_ops, "plain_ms": med["plain"] * 1e3}
+    for k in VARIANTS[1:]:
+        row[k] = med[k] / med["plain"]
+        row[f"{k}_us"] = (med[k] - med["empty"]) / n_ops * 1e6
+    return row
+
+
+def print_table(repeat: int, rows: list[tuple[str, str]]) -> None:
+    print(f"load average before: {loadavg()}")
+    print("| model | device | ops | plain ms | empty mode (floor) | FlopCounterMode | DebugMode | dispatchtrace "
+          "| µs/op over floor: FlopCounterMode | DebugMode | dispatchtrace |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, device in rows:
+        r = table_row(name, device, repeat)
+        print(f"| {name} | {device} | {r['ops']} | {r['plain_ms']:.1f} | {r['empty']:.2f} | {r['flops']:.2f} | "
+              f"{r['debug']:.2f} | {r['dispatchtrace']:.2f} | {r['flops_us']:.1f} | {r['debug_us']:.1f} | "
+              f"{r['dispatchtrace_us']:.1f} |", flush=True)
+    print(f"load average after: {loadavg()}\n")
+
+
+# ---- the decoder at growing depth ----------------------------------------------------------------
+
+
+def decoder(layers: int) -> tuple[nn.Module, torch.Tensor]:
+    """The 405B shape of ``examples/llama_meta.py``'s decoder on meta, ``layers`` deep, and 1 x 2048 tokens."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import llama_meta
+
+    config = llama_meta.Config(vocab=128256, dim=16384, layers=layers, heads=128, kv_heads=8, hidden=53248,
+                               max_seq=2048)
+    with torch.device("meta"):
+        model = llama_meta.Llama(config).eval()
+    return model, torch.zeros(1, 2048, dtype=torch.int64, device="meta")
+
+
+def _full_collections(fn: Callable[[], Any]) -> tuple[Any, int]:
+    """``fn()`` and the number of generation-2 collections the cyclic collector ran during it."""
+    count = 0
+
+    def cb(phase: str, info: dict[str, int]) -> None:
+        nonlocal count
+        if phase == "start" and info["generation"] == 2:
+            count += 1
+
+    gc.callbacks.append(cb)
+    try:
+        return fn(), count
+    finally:
+        gc.callbacks.remove(cb)
+
+
+def _held(fn: Callable[[], Any]) -> tuple[Any, int, int]:
+    """``fn()``'s result, the bytes (tracemalloc) and gc-tracked objects it still holds once built."""
+    gc.collect()
+    objects = len(gc.get_objects())
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    result = fn()
+    gc.collect()
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return result, held, len(gc.get_objects()) - objects - 1
+
+
+def decoder_row(layers: int, repeat: int) -> dict[str, Any]:
+    model, x = decoder(layers)
+    with torch.no_grad():
+        fns = variants(model, x)
+        fns = {k: fns[k] for k in ("empty", "dispatchtrace")}
+        med = interleaved(fns, repeat)
+        g, collections = _full_collections(fns["dispatchtrace"])
+        n = len(g.ops)
+        del g
+        g, held, objects = _held(fns["dispatchtrace"])
+    io: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "g.json")
+        for _ in range(max(3, repeat // 3)):
+            gc.collect()
+            t0 = time.perf_counter()
+            g.save(path)
+            dt.load(path).summary()  # a loaded graph has no costs cached: summary computes them
+            io.append(time.perf_counter() - t0)
+    return {"layers": layers, "ops": n, "calls": len(g.calls), "capture_s": med["dispatchtrace"],
+            "us_per_op": (med["dispatchtrace"] - med["empty"]) / n * 1e6, "io_s": statistics.median(io),
+            "bytes_per_op": held / n, "objects_per_op": objects / n, "collections": collections}
+
+
+def print_decoder(layer_counts: list[int], repeat: int) -> None:
+    print(f"load average before: {loadavg()}")
+    print("| layers | ops | calls | capture s | µs/op over floor | summary+save+load s | graph bytes/op "
+          "| gc objects/op | full collections in a capture |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for layers in layer_counts:
+        r = decoder_row(layers, repeat)
+        print(f"| {layers} | {r['ops']} | {r['calls']} | {r['capture_s']:.2f} | {r['us_per_op']:.1f} | "
+              f"{r['io_s']:.2f} | {r['bytes_per_op']:.0f} | {r['objects_per_op']:.1f} | {r['collections']} |",
+              flush=True)
+    print(f"load average after: {loadavg()}\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--models", nargs="*", default=list(_models()))
-    parser.add_argument("--devices", nargs="*", default=["cpu", "meta"])
+    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--decoder", type=int, nargs="*", default=[8, 32, 64, 126], help="decoder layer counts")
+    parser.add_argument("--rows", nargs="*", default=[f"{m}:{d}" for m, d in TABLE],
+                        help="table rows as model:device (none: only the decoder)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, median of {args.repeat}\n")
-    print("| model | device | ops | plain ms | empty mode | capture | capture, source=False | µs/op over empty |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for device in args.devices:
-        for name in args.models:
-            r = measure(name, device, args.repeat)
-            print(
-                f"| {r['model']} | {r['device']} | {r['ops']} | {r['plain_ms']:.1f} | "
-                f"{r['empty_ratio']:.2f}x | {r['capture_ratio']:.2f}x | {r['nosrc_ratio']:.2f}x | "
-                f"{r['us_per_op_over_empty']:.1f} |",
-                flush=True,
-            )
+    torch.backends.mha.set_fastpath_enabled(False)  # the encoder's ~700 ops on cpu too, not one fused op per layer
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, median of {args.repeat}, "
+          f"dispatchtrace from {Path(dt.__file__).parent}\n")
+    if args.rows:
+        print_table(args.repeat, [tuple(r.split(":")) for r in args.rows])
+    if args.decoder:
+        print_decoder(args.decoder, args.repeat)
 
 
 if __name__ == "__main__":

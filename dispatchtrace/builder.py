@@ -58,7 +58,7 @@ class GraphBuilder:
         ops = self._ops
         op = Op(len(ops), name, target, call, args, kwargs, inputs, producers=producers, phase=phase)
         for p in producers:
-            p.users.append(op)
+            p.users += (op,)  # a tuple: most ops have one or two users, a list would cost twice the bytes
         ops.append(op)
         call.ops.append(op)
         call.children.append(op)

@@ -12,6 +12,7 @@ import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.hooks import RemovableHandle
 
+from .collector import Paused
 from .graph import Graph
 from .literals import LIMIT
 from .recorder import Recorder
@@ -80,6 +81,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ``saved=False`` to run ``torch.func.grad`` (and ``vjp``, ``jacrev``, ``hessian``) inside the
     block, which refuse to run while such hooks are set.
 
+    Python's cyclic garbage collector is paused inside the block and restored as it was on exit,
+    also when the block raises (``collector.Paused``): the graph's many long-lived records would
+    make its full collections cost more with every op. Memory freed by reference counting (tensors,
+    as usual) is freed meanwhile; reference cycles the model makes wait for the block's end.
+
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
     >>> with dt.capture(lin) as g:
@@ -97,6 +103,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         self._source = source
         self._constants = constants
         self._active: tuple[Recorder, Scope, Phases, OpMode, RemovableHandle | None, SavedHooks] | None = None
+        self._collector = Paused()
 
     def __enter__(self) -> Graph:
         if self._active is not None:
@@ -104,24 +111,28 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                 "this dispatchtrace.capture is already recording; nest a new one instead: "
                 "`with dt.capture(model) as inner:`"
             )
-        recorder = Recorder(self._model, source=self._source, constants=self._constants)
-        scope = Scope(recorder.enter, recorder.exit, recorder.note)
-        phases = Phases(recorder)
-        keywords = None
-        saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
-        mode = OpMode(recorder.op, phases.backward_op, saved.ours)
+        self._collector.start()
+        keywords = scope = phases = saved = None
         try:
+            recorder = Recorder(self._model, source=self._source, constants=self._constants)
+            scope = Scope(recorder.enter, recorder.exit, recorder.note)
+            phases = Phases(recorder)
+            saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
+            mode = OpMode(recorder.op, phases.backward_op, saved.ours)
             phases.open()
             keywords = self._watch_keywords(recorder)
             if self._saved and not saved.open():
                 recorder.builder.add_note(_NOT_SAVED)
             mode.__enter__()
         except BaseException:
-            saved.close()
-            scope.close()
-            phases.close()
-            if keywords is not None:
-                keywords.remove()
+            try:
+                for part in (saved, scope, phases):
+                    if part is not None:
+                        part.close()
+                if keywords is not None:
+                    keywords.remove()
+            finally:
+                self._collector.stop()
             raise
         self._active = (recorder, scope, phases, mode, keywords, saved)
         return recorder.graph
@@ -149,14 +160,17 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         if exc is not None and self._saved and _REFUSED_HOOKS in str(exc):
             exc.add_note(_PASS_SAVED_FALSE)
         try:
-            mode.__exit__(exc_type, exc, tb)
-        finally:
             try:
-                saved.close()
-                scope.close()
-                phases.close()
+                mode.__exit__(exc_type, exc, tb)
             finally:
-                if keywords is not None:
-                    keywords.remove()
-                recorder.builder.set_saved(saved.records())  # before finish, which forgets the storages
-                recorder.finish(exc)
+                try:
+                    saved.close()
+                    scope.close()
+                    phases.close()
+                finally:
+                    if keywords is not None:
+                        keywords.remove()
+                    recorder.builder.set_saved(saved.records())  # before finish, which forgets the storages
+                    recorder.finish(exc)
+        finally:
+            self._collector.stop()

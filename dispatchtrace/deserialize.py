@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from .builder import GraphBuilder
+from .collector import Paused
 from .graph import Call, Graph, Saved
 from .jsonvalues import FORMAT, OLDEST, VERSION, FormatError, _unrecord, _unvalue
 from .lint import LintError
@@ -16,7 +17,12 @@ from .tensors import TensorRef
 
 
 def loads(text: str, *, where: str = "the text") -> Graph:
-    """A ``Graph`` from JSON text written by ``dumps`` / ``save``."""
+    """A ``Graph`` from JSON text written by ``dumps`` / ``save`` (the cyclic collector paused meanwhile)."""
+    with Paused():
+        return _loads(text, where)
+
+
+def _loads(text: str, where: str) -> Graph:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -62,7 +62,7 @@ class Op:
     mutated: tuple[TensorRef, ...] = ()
     is_view: bool = False
     producers: tuple[Op, ...] = ()
-    users: list[Op] = field(default_factory=list)
+    users: tuple[Op, ...] = ()
     phase: Phase = "forward"
     source: Source | None = None
     origin: Call | None = None

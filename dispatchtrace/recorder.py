@@ -30,6 +30,7 @@ _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _aten = torch.ops.aten
 _LIFTS = frozenset({_aten.lift_fresh.default, _aten.lift_fresh_copy.default, _aten.lift.default})
+_NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, not one each (ops are read-only)
 
 
 class Recorder:
@@ -184,7 +185,7 @@ class Recorder:
         as_recorded = self._recorder_of_args(inputs, producers, out if info.views else None)
         rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
                        for a in args])
-        rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
+        rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
         op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
                                  tuple(inputs), tuple(producers), phase=self.phase)
         if func in _LIFTS and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:

@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any
 
+from .collector import Paused
 from .deserialize import SavedError, from_json, load, loads
 from .graph import Call, Graph, Op
 from .jsonvalues import FORMAT, VERSION, FormatError, Opaque, Record, _key, _record, _unrecord, _unvalue, _value
@@ -146,8 +147,9 @@ def _error_entry(error: BaseException) -> dict[str, Any]:
 
 
 def dumps(graph: Graph) -> str:
-    """The capture as JSON text."""
-    return json.dumps(to_json(graph), separators=(",", ":"), allow_nan=False)
+    """The capture as JSON text (the cyclic collector paused meanwhile: ``collector.Paused``)."""
+    with Paused():
+        return json.dumps(to_json(graph), separators=(",", ":"), allow_nan=False)
 
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from .tensors import Kind, TensorRef
 
@@ -24,21 +23,26 @@ Write = tuple[int, float, int, bool, "Op"]
 _WHOLE = (0, float("inf"), False)
 
 
+_free_weak_ref = torch.UntypedStorage._free_weak_ref
+
+
 class StorageState:
     """One storage seen in the capture. Holding its weak ref pins the address: no reuse.
 
-    ``writes`` are the writes that may still be the last write of some byte, oldest first: a write
-    whose range a later exact write covers is dropped.
+    ``weak`` is the raw handle of that weak ref (``UntypedStorage._weak_ref()``, what
+    ``StorageWeakRef`` wraps), freed by ``Tracker.close``. ``writes`` are the writes that may still
+    be the last write of some byte, oldest first: a write whose range a later exact write covers is
+    dropped (an empty tuple until the first write: most storages are never written in place).
     """
 
     __slots__ = ("sid", "weak", "key", "version", "writes")
 
-    def __init__(self, sid: int, weak: StorageWeakRef | None, key: int | None = None) -> None:
+    def __init__(self, sid: int, weak: int | None, key: int | None = None) -> None:
         self.sid = sid
         self.weak = weak
         self.key = key
         self.version = 0
-        self.writes: list[Write] = []
+        self.writes: list[Write] | tuple[()] = ()
 
     @property
     def writer(self) -> Op | None:
@@ -99,13 +103,15 @@ _dtype_names: dict[torch.dtype, str] = {}
 _device_names: dict[torch.device, str] = {}
 
 
-def _meta(t: Tensor) -> tuple[tuple[int | str, ...], str, str]:
+def _meta(t: Tensor, shapes: dict[tuple[int | str, ...], tuple[int | str, ...]]) -> tuple[tuple[int | str, ...], str, str]:
+    """Shape, dtype and device names of ``t``; equal shapes are one tuple (``shapes`` keeps them)."""
     try:
         shape = tuple(t.shape)
     except RuntimeError:  # nested tensors have no sizes: ragged dimensions are "*"
         shape = tuple(_size_or_star(t, i) for i in range(t.dim()))
     if type(t) is not Tensor and not all(type(s) is int for s in shape):  # symbolic sizes (fake tensors)
         shape = tuple(s if type(s) is int else str(s) for s in shape)
+    shape = shapes.setdefault(shape, shape)
     dt = t.dtype
     dname = _dtype_names.get(dt)
     if dname is None:
@@ -136,12 +142,18 @@ class Tracker:
         self._tensors: dict[int, TensorState] = {}
         self._next_ref = 0
         self._next_sid = 0
+        self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
         self.external: list[TensorRef] = []
 
     def close(self) -> None:
-        """Drop every weak reference; the refs already handed out stay valid."""
+        """Drop every weak reference; the refs already handed out stay valid. A second call does nothing."""
+        for state in self._storages.values():
+            if state.weak is not None:
+                _free_weak_ref(state.weak)
+                state.weak = None
         self._storages.clear()
         self._tensors.clear()
+        self._shapes.clear()
 
     def storage_id(self, key: int) -> int | None:
         """The number of the storage at address ``key`` (``untyped_storage()._cdata``), if seen."""
@@ -165,12 +177,12 @@ class Tracker:
         state = self._storages.get(cdata)
         if state is None:
             self._next_sid += 1
-            state = self._storages[cdata] = StorageState(self._next_sid - 1, StorageWeakRef(st), cdata)
+            state = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
         return state
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
-        shape, dtype, device = _meta(t)
+        shape, dtype, device = _meta(t, self._shapes)
         self._next_ref += 1
         return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name,
                          slot)
@@ -235,8 +247,8 @@ class Tracker:
         if hi > lo:
             writes = storage.writes
             if exact and writes:
-                writes[:] = [w for w in writes if not (lo <= w[0] and w[1] <= hi)]
-            writes.append((lo, hi, storage.version, exact, op))
+                writes = [w for w in writes if not (lo <= w[0] and w[1] <= hi)]
+            storage.writes = [*writes, (lo, hi, storage.version, exact, op)]
         return storage
 
     @staticmethod

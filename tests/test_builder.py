@@ -31,11 +31,11 @@ def test_calls_and_ops_are_linked_where_they_belong() -> None:
     assert (outer.depth, inner.depth, inner.repeat) == (0, 1, 2)
     assert b.graph.calls == [outer, inner] and outer.children == [inner, m] and inner.children == [a]
     assert inner.ops == [a] and outer.ops == [m] and b.graph.ops == [a, m]
-    assert [op.index for op in b.graph.ops] == [0, 1] and a.users == [m] and m.producers == (a,)
+    assert [op.index for op in b.graph.ops] == [0, 1] and a.users == (m,) and m.producers == (a,)
     bw = b.add_op(root, "mul_1", "aten.mul.Tensor", (ya, 3), {}, (ya,), (a,), phase="backward")
     b.set_attribution(bw, phase="backward", origin=inner, grad_of=a)
     assert (bw.index, bw.phase, bw.call, bw.origin, bw.grad_of) == (2, "backward", root, inner, a)
-    assert b.graph.ops == [a, m, bw] and a.users == [m, bw]
+    assert b.graph.ops == [a, m, bw] and a.users == (m, bw)
 
 
 def test_io_setters_keep_each_ref_once() -> None:

@@ -29,7 +29,7 @@ def test_view_shares_storage_and_depends_on_its_base() -> None:
     assert view.producers == (mul,) and total.producers == (view,)
     assert view.outputs[0].storage == mul.outputs[0].storage
     assert view.outputs[0].producer is view
-    assert mul.users == [view]
+    assert mul.users == (view,)
 
 
 def test_inplace_relu_bumps_version_and_becomes_the_producer() -> None:

@@ -118,7 +118,7 @@ def test_a_producer_made_what_the_op_reads(data: Data) -> None:
 
 def test_users_are_exactly_the_ops_that_list_the_producer(capture: Graph) -> None:
     g = _fresh(capture)
-    g.ops[3].users.append(g.ops[40])
+    g.ops[3].users += (g.ops[40],)
     with pytest.raises(LintError, match=r"users: %.*users are exactly those, in execution order"):
         g.lint()
 

@@ -113,6 +113,6 @@ def test_set_moves_the_tensor_to_the_other_storage_without_writing_it() -> None:
     old, other = tracker.known(a).storage, tracker.known(y).storage
     a.set_(y)
     moved = tracker.write(a, _op(b, "set_"))
-    assert moved is other and moved.version == 1 and moved.writes == []
+    assert moved is other and moved.version == 1 and not moved.writes
     assert old.version == 0 and tracker.known(a).storage is other
     assert tracker.ref_of(a).storage == tracker.ref_of(y).storage
