@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .literals import Literal
     from .render.dot import Layout, Rankdir
     from .replay import Constants
+    from .views.collectives import Collectives
     from .views.collapse import CollapsedGraph, Predicate
     from .views.costs import Costs
     from .views.query import CallRef
@@ -278,6 +279,12 @@ class Graph:
         from .views.costs import costs
 
         return costs(self)
+
+    def collectives(self) -> Collectives:
+        """The collective ops (c10d and functional), in order, with group and bytes; see ``views.collectives``."""
+        from .views.collectives import collectives
+
+        return collectives(self)
 
     def summary(self, depth: Depth = "all") -> Summary:
         """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""

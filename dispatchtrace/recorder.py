@@ -12,6 +12,7 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
+from .collectives import recorded_object, with_groups
 from .graph import Call, Graph, Op, op_ranges
 from .literals import LIMIT, literal_of
 from .names import Names
@@ -178,6 +179,8 @@ class Recorder:
         rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
                        for a in args])
         rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else {}
+        if info.group is not None:  # a functional collective names its group: record the group
+            rargs, rkwargs = with_groups(rargs, rkwargs, *info.group)
         op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
                                  tuple(inputs), tuple(producers))
         if func in _LIFTS and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
@@ -219,7 +222,7 @@ class Recorder:
                 return ref
             if isinstance(a, _SYM):
                 return _sym_value(a)
-            return a
+            return recorded_object(a)  # a process group, a reduce op: what it means, never the object
 
         return as_recorded
 
