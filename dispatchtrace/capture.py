@@ -14,6 +14,7 @@ from torch.utils.hooks import RemovableHandle
 
 from .graph import Graph
 from .literals import LIMIT
+from .dtensor import dtensor_type, faking
 from .recorder import Recorder
 from .scope import Scope
 
@@ -22,6 +23,8 @@ _graph_task_id = torch._C._current_graph_task_id
 
 ForwardHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], None]
 """``(func, args, kwargs, out)``: one forward op, after it ran."""
+DTensorHooks = tuple[Callable[[], int], Callable[[int, Any, tuple[Any, ...], dict[str, Any], Any, type], None]]
+"""``(begin() -> start, end(start, func, args, kwargs, out, DTensor))`` around one DTensor-level op."""
 
 
 class OpMode(TorchDispatchMode):
@@ -31,18 +34,43 @@ class OpMode(TorchDispatchMode):
     runs with it.
     """
 
-    def __init__(self, forward: ForwardHook, backward: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, forward: ForwardHook, backward: Callable[[Any], None] | None = None,
+                 dtensor: DTensorHooks | None = None) -> None:
         super().__init__()
         self._forward = forward
         self._backward = backward
+        self._dtensor = dtensor
+        self._dt = dtensor_type() if dtensor is not None else None  # None: DTensor ops are recorded as ops
+        self._inside = False  # running a DTensor op's local ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if types and self._dt is not None and self._dt in types and _graph_task_id() == -1:
+            return self._dtensor_op(func, args, kwargs)
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
-            self._forward(func, args, kwargs, out)
+            if not (self._inside and faking()):  # DTensor's sharding propagation runs on fake tensors
+                self._forward(func, args, kwargs, out)
         elif self._backward is not None:
             self._backward(func)
+        return out
+
+    def _dtensor_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Runs a DTensor-level op with this mode pushed again: the op comes back, is answered
+        ``NotImplemented`` and DTensor runs it, its local ops and redistributions reaching this mode."""
+        if self._inside:
+            return NotImplemented
+        assert self._dtensor is not None
+        begin, end = self._dtensor
+        start = begin()
+        self._inside = True
+        out: Any = ()
+        try:
+            with self:
+                out = func(*args, **kwargs)
+        finally:
+            self._inside = False
+            end(start, func, args, kwargs, out, self._dt)
         return out
 
 
@@ -87,7 +115,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         recorder = Recorder(self._model, source=self._source, constants=self._constants)
         scope = Scope(recorder.enter, recorder.exit, recorder.note)
         keywords = None
-        mode = OpMode(recorder.op, recorder.backward_op)
+        mode = OpMode(recorder.op, recorder.backward_op, (recorder.dtensor_begin, recorder.dtensor_end))
         try:
             keywords = self._watch_keywords(recorder)
             mode.__enter__()

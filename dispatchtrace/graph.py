@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import torch.nn as nn
 
     from .depth import Depth
+    from .dtensor import DTensorOp
     from .literals import Literal
     from .render.dot import Layout, Rankdir
     from .replay import Constants
@@ -51,6 +52,7 @@ class Op:
     users: list[Op] = field(default_factory=list)
     phase: str = "forward"
     source: Source | None = None
+    dtensor: DTensorOp | None = None  # the DTensor-level op this local op ran for (``dispatchtrace.dtensor``)
 
     @property
     def short(self) -> str:

@@ -40,6 +40,9 @@ class Names:
             for name, p in mod._parameters.items():
                 if p is not None and id(p) not in self._tensors:
                     self._tensors[id(p)] = (p, "parameter", dot + name)
+                    local = _local_shard(p)
+                    if local is not None:  # a DTensor parameter: its local ops read this rank's shard
+                        self._tensors.setdefault(id(local), (local, "parameter", dot + name))
             for name, b in mod._buffers.items():
                 if b is not None and id(b) not in self._tensors:
                     self._tensors[id(b)] = (b, "buffer", dot + name)
@@ -61,6 +64,14 @@ class Names:
         if entry is None or entry[0] is not t:
             return None
         return entry[1], entry[2]
+
+
+def _local_shard(p: torch.Tensor) -> torch.Tensor | None:
+    """This rank's shard of a DTensor parameter (``None`` for any other tensor)."""
+    if type(p).__name__ not in ("DTensor", "Parameter") or not hasattr(type(p), "to_local"):
+        return None
+    local = getattr(p, "_local_tensor", None)
+    return local if isinstance(local, torch.Tensor) else None
 
 
 def _walk(module: nn.Module, prefix: str) -> Iterator[tuple[str, nn.Module]]:

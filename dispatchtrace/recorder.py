@@ -13,6 +13,7 @@ from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
 from .collectives import recorded_object, with_groups
+from .dtensor import dtensor_record
 from .graph import Call, Graph, Op, op_ranges
 from .literals import LIMIT, literal_of
 from .names import Names
@@ -52,6 +53,7 @@ class Recorder:
         self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
         self._n_constants = 0
+        self._n_dtensor = 0
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
@@ -249,6 +251,17 @@ class Recorder:
             ids = {id(t) for t in written}
             return tuple([produced(t, op, id(t) in ids, i) for i, t in enumerate(tensor_leaves(out))])
         return ()
+
+    def dtensor_begin(self) -> int:
+        return len(self.graph.ops)
+
+    def dtensor_end(self, start: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+                    dtensor: type) -> None:
+        """The ops recorded since ``start`` ran for one DTensor-level op: each points to its record."""
+        record = dtensor_record(self._n_dtensor, func, args, kwargs, out, dtensor)
+        self._n_dtensor += 1
+        for op in self.graph.ops[start:]:
+            self.builder.set_dtensor(op, record)
 
     def backward_op(self, func: Any) -> None:
         info = schema_of(func)

@@ -82,10 +82,13 @@ def test_tensor_parallel_forward(tmp_path, world):
     ranks = run_ranks("tp", world, tmp_path)
     for rank, g in ranks.items():
         g.lint()
-        assert g.costs().total.flops == _flops(tmp_path, rank)
+        # FlopCounterMode counts the DTensor-level matmuls at global shapes, the capture this rank's shards
+        assert g.costs().total.flops * world == _flops(tmp_path, rank)
+        assert {op.dtensor.target for op in g.ops if op.dtensor} >= {"aten.addmm.default"}
         (c,) = g.collectives()  # RowwiseParallel's all-reduce of the partial sums, run by its forward hook on
         # `down`: user hooks run after the call closed, so it belongs to the caller (docs/semantics.md)
         assert c.kind == "all_reduce" and c.op.call.path == "" and c.shapes == "f32[2, 8] -> f32[2, 8]"
+        assert c.op.producers[0].call.path == "down"  # the partial sums of the row-wise layer
     assert mismatch(ranks) is None
 
 
