@@ -58,6 +58,20 @@ class Names:
             entry = self._modules[id(module)]
         return entry[1]
 
+    def swapped(self, module: nn.Module | None, t: torch.Tensor) -> tuple[str, str] | None:
+        """A parameter or buffer ``module`` holds now that was not there when it was learned (FSDP2
+        swaps its sharded parameters for unsharded ones around each forward): named, else ``None``."""
+        entry = self._modules.get(id(module)) if module is not None else None
+        if entry is None or entry[0] is not module:
+            return None
+        dot = f"{entry[1]}." if entry[1] else ""
+        for kind, table in (("parameter", module._parameters), ("buffer", module._buffers)):
+            for name, value in table.items():
+                if value is t:
+                    self._tensors[id(t)] = (t, kind, dot + name)
+                    return kind, dot + name
+        return None
+
     def tensor(self, t: torch.Tensor) -> tuple[str, str] | None:
         """``("parameter", "layer1.0.conv1.weight")`` for a known parameter or buffer."""
         entry = self._tensors.get(id(t))

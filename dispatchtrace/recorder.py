@@ -57,7 +57,7 @@ class Recorder:
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
-        known = self.names.tensor(t)
+        known = self.names.tensor(t) or self.names.swapped(self.stack[-1].module, t)
         if known is not None:
             return known  # type: ignore[return-value]
         pending = self._pending.get(id(t))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -60,6 +61,47 @@ def build(config: Config, *, world: int, tp: int, rank: int = 0) -> nn.Module:
     return model
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What one capture of rank 0 gave, and what it cost."""
+
+    graph: dt.Graph
+    flops: int
+    flop_counter: int
+    layer_flops: list[int]
+    collectives: dict[tuple[str, str, str], list[int]]  # (kind, group, shapes) -> bytes sent by each
+    build_s: float
+    capture_s: float
+    views_s: float
+    peak_rss_mb: float
+
+
+def measure(config: Config, *, world: int, tp: int, seq: int) -> Measured:
+    """Build, shard and capture rank 0's forward of ``1 x seq`` tokens (leaves the process group up)."""
+    t0 = time.perf_counter()
+    model = build(config, world=world, tp=tp)
+    t_build = time.perf_counter() - t0
+    tokens = torch.zeros(1, seq, dtype=torch.int64, device="meta")
+    t0 = time.perf_counter()
+    with torch.no_grad(), dt.capture(model) as g:
+        model(tokens)
+    t_capture = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    found = g.collectives()
+    rows = [r for r in g.summary().rows() if r["type"] == "DecoderLayer"]
+    t_views = time.perf_counter() - t0
+    rss = peak_rss_mb()
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(tokens)
+    kinds: dict[tuple[str, str, str], list[int]] = {}
+    for c in found:
+        kinds.setdefault((c.kind, str(c.group), c.shapes), []).append(c.sent)
+    return Measured(g, g.costs().total.flops, counter.get_total_flops(), [r["flops"] for r in rows], kinds,
+                    t_build, t_capture, t_views, rss)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seq", type=int, default=2048)
@@ -69,44 +111,31 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(LLAMA_405B, name))
     p.add_argument("--save", type=Path, help="also save the capture (rank 0's file, e.g. trace.rank0.json)")
     args = p.parse_args(argv)
-    config = Config(vocab=args.vocab, dim=args.dim, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads,
-                    hidden=args.hidden, max_seq=max(args.seq, 16), theta=LLAMA_405B.theta)
-    t0 = time.perf_counter()
-    model = build(config, world=args.world, tp=args.tp)
-    t_build = time.perf_counter() - t0
-    tokens = torch.zeros(1, args.seq, dtype=torch.int64, device="meta")
-    t0 = time.perf_counter()
-    with torch.no_grad(), dt.capture(model) as g:
-        model(tokens)
-    t_capture = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    found = g.collectives()
-    rows = [r for r in g.summary().rows() if r["type"] == "DecoderLayer"]
-    t_views = time.perf_counter() - t0
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(tokens)
-    total = g.costs().total
+    m = measure(config_of(args), world=args.world, tp=args.tp, seq=args.seq)
+    g = m.graph
     print(f"rank 0 of {args.world} (tensor parallel {args.tp}), {args.layers} layers, hidden {args.dim}, "
           f"1 x {args.seq} tokens, torch {torch.__version__}")
-    print(f"ops {len(g.ops):,}, calls {len(g.calls):,}, collectives {len(found):,}")
-    print(f"FLOPs {total.flops:,} ({human(total.flops, 'FLOPs')}); FlopCounterMode {counter.get_total_flops():,}")
-    print(f"FLOPs per layer: {human(rows[0]['flops'], 'FLOPs')} (layers.0), all {len(rows)} equal: "
-          f"{len({r['flops'] for r in rows}) == 1}")
-    kinds: dict[tuple[str, str, str], list[int]] = {}
-    for c in found:
-        kinds.setdefault((c.kind, str(c.group), c.shapes), []).append(c.sent)
-    for (kind, group, shapes), sent in kinds.items():
+    print(f"ops {len(g.ops):,}, calls {len(g.calls):,}, collectives {len(g.collectives()):,}, "
+          f"DTensor-level ops {len({op.dtensor for op in g.ops if op.dtensor}):,}")
+    print(f"FLOPs this rank ran {m.flops:,} ({human(m.flops, 'FLOPs')}); FlopCounterMode (DTensor ops at "
+          f"global shapes) {m.flop_counter:,}")
+    print(f"FLOPs per layer: {human(m.layer_flops[0], 'FLOPs')} (layers.0), all {len(m.layer_flops)} equal: "
+          f"{len(set(m.layer_flops)) == 1}")
+    for (kind, group, shapes), sent in m.collectives.items():
         print(f"{len(sent)} x {kind} {shapes} over {group}: {human(sent[0], 'B')} each, {human(sum(sent), 'B')} in all")
-    print(f"first layer's collectives: {', '.join(c.op.call.label for c in found[:2])}")
-    print(f"build {t_build:.1f} s, capture {t_capture:.1f} s, collectives + summary {t_views:.1f} s, "
-          f"peak RSS {peak_rss_mb():.0f} MB")
+    print(f"first layer's collectives: {', '.join(c.op.call.label for c in g.collectives()[:2])}")
+    print(f"build {m.build_s:.1f} s, capture {m.capture_s:.1f} s, collectives + summary {m.views_s:.1f} s, "
+          f"peak RSS {m.peak_rss_mb:.0f} MB")
     if args.save:
         g.save(args.save)
         print(f"wrote {args.save}")
     dist.destroy_process_group()
     return 0
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    return Config(vocab=args.vocab, dim=args.dim, layers=args.layers, heads=args.heads, kv_heads=args.kv_heads,
+                  hidden=args.hidden, max_seq=max(args.seq, 16), theta=LLAMA_405B.theta)
 
 
 if __name__ == "__main__":

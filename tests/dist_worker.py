@@ -84,6 +84,15 @@ class Skips(Branchy):
         return fc.all_gather_tensor(x, 0, dist.group.WORLD)
 
 
+class Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = Block(), Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
 def tp(rank: int, world: int) -> nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
@@ -94,12 +103,23 @@ def tp(rank: int, world: int) -> nn.Module:
     return parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
 
 
+def fsdp(rank: int, world: int) -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Pair()
+    for block in (model.a, model.b):
+        fully_shard(block)
+    return fully_shard(model)
+
+
 def _forward(case: str, rank: int, world: int) -> tuple[nn.Module | None, object]:
     if case in ("functional", "c10d"):
         fn = functional if case == "functional" else c10d
         return None, lambda: fn(rank, world)
     torch.manual_seed(0)
-    model = {"tp": lambda: tp(rank, world), "mismatch": Branchy, "skips": Skips}[case]()
+    model = {"tp": lambda: tp(rank, world), "fsdp": lambda: fsdp(rank, world), "mismatch": Branchy,
+             "skips": Skips}[case]()
     x = torch.ones(2, 8)
     return model, lambda: model(x)
 

@@ -92,6 +92,21 @@ def test_tensor_parallel_forward(tmp_path, world):
     assert mismatch(ranks) is None
 
 
+def test_fsdp2_forward_all_gathers_serve_their_module_call(tmp_path):
+    ranks = run_ranks("fsdp", 2, tmp_path)
+    for rank, g in ranks.items():
+        g.lint()
+        found = g.collectives()
+        assert [(c.kind, c.op.call.path, c.region) for c in found] == [
+            ("all_gather", "a", "FSDP::all_gather (a)"), ("all_gather", "b", "FSDP::all_gather (b)")]
+        # this rank's shards of the block's 4 parameters (16*8 + 16 + 8*16 + 8 = 280 floats) in, all of them out
+        assert all(c.shapes == "f32[140] -> f32[280]" and c.group.ranks == (0, 1) for c in found)
+        weight = g.op("t").inputs[0]
+        assert (weight.name, weight.kind, weight.shape) == ("a.up.weight", "parameter", (16, 8))  # unsharded
+        assert g.costs().total.flops == _flops(tmp_path, rank)
+    assert mismatch(ranks) is None
+
+
 def test_mismatch_on_a_rank_dependent_reduce_op(tmp_path):
     ranks = run_ranks("mismatch", 2, tmp_path)
     found = mismatch(ranks)

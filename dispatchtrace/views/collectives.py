@@ -9,6 +9,7 @@ Collectives(0)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,7 @@ _C10D: dict[str, tuple[str, tuple[int, ...], tuple[int, ...], int | None, int | 
     "_c10d_functional.broadcast_": ("broadcast", (0,), (-1,), None, 1),
 }
 _WAIT = "_c10d_functional.wait_tensor.default"
+_ENTER, _EXIT = "profiler._record_function_enter_new.default", "profiler._record_function_exit._RecordFunction"
 _PASS_ON = frozenset({"_c10d_functional._wrap_tensor_autograd.default"})  # the result wrapped, not used yet
 
 
@@ -76,6 +78,8 @@ class Collective:
     ``wait_tensor`` that reads it or, when the result went into an ``AsyncCollectiveTensor`` (whose
     wait runs inside the subclass, unseen by a dispatch mode), the first op that reads it;
     ``None`` for c10d ops (they return after the work is issued) and unused results.
+    ``region``: the innermost ``torch.profiler.record_function`` range open around it, as
+    ``fully_shard`` labels its work (``FSDP::all_gather (layers.0)``), else ``None``.
     """
 
     op: Op
@@ -87,6 +91,7 @@ class Collective:
     received: int
     shapes: str
     wait: Op | None
+    region: str | None = None
 
     @property
     def call(self) -> Call:
@@ -97,6 +102,7 @@ class Collective:
         reduce = f" {self.reduce}" if self.reduce else ""
         peer = f" peer {self.peer}" if self.peer is not None else ""
         wait = f", waited at %{self.wait.name}" if self.wait is not None else ""
+        wait += f" [{self.region}]" if self.region else ""
         return (f"%{self.op.name} {self.kind}{reduce} {self.shapes} {group}{peer}: "
                 f"sends {_size(self.sent)}, receives {_size(self.received)}{wait}  # {self.op.call.label}")
 
@@ -136,10 +142,17 @@ class Collectives:
 def collectives(graph: Graph) -> Collectives:
     """Every collective op of ``graph`` (c10d and functional), in execution order."""
     out = []
+    regions: list[str] = []
     for op in graph.ops:
+        if op.target == _ENTER:
+            regions.append(str(op.args[0]) if op.args else "")
+        elif op.target == _EXIT:
+            if regions:
+                regions.pop()
         entry = _C10D.get(op.target.rpartition(".")[0])
         if entry is not None:
-            out.append(_collective(op, *entry))
+            c = _collective(op, *entry)
+            out.append(dataclasses.replace(c, region=regions[-1]) if regions else c)
     return Collectives(tuple(out))
 
 
