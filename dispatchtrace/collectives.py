@@ -73,7 +73,7 @@ def ranks_text(ranks: tuple[int, ...]) -> str:
 
 def recorded_object(a: Any) -> Any:
     """An argument leaf that is neither a tensor nor a plain value, as capture records it: a
-    process group as its ``Group``, a reduce op as its name, any other ``torch.ScriptObject``
+    process group as its ``Group``, a reduce op as its name, any other c10d ``torch.ScriptObject``
     (a ``Work``) as an ``Opaque`` naming its class; anything else as it is."""
     if isinstance(a, torch.ScriptObject):
         kind = a._type().qualified_name()
@@ -81,7 +81,9 @@ def recorded_object(a: Any) -> Any:
             return group_of(torch.distributed.ProcessGroup.unbox(a))
         if kind.endswith(".c10d.ReduceOp"):
             return reduce_name(a.op())
-        return Opaque(kind, f"<{kind.rpartition('.')[2]}>")
+        if ".c10d." in kind:  # a Work: a handle on this process's pending communication
+            return Opaque(kind, f"<{kind.rpartition('.')[2]}>")
+        return a  # another torchbind object (a profiler _RecordFunction): replay passes it back
     if torch.distributed.is_available() and isinstance(a, torch.distributed.ProcessGroup):
         return group_of(a)
     return a

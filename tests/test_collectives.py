@@ -121,3 +121,56 @@ def test_meta_tensors_on_the_fake_group(world):
         (y + 1).sum()
     (c,) = g.collectives()
     assert c.received == 64 * 1024 * 1024 * 4 and c.op.outputs[0].device == "meta"
+
+
+def test_other_torchbind_objects_are_kept_for_replay():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            with torch.profiler.record_function("block"):
+                return x * 2
+
+    m, x = M(), torch.ones(3)
+    with dt.capture(m) as g:
+        m(x)
+    assert isinstance(g.op("_record_function_exit").args[0], torch.ScriptObject)
+    assert torch.equal(g.to_fx(m)(x), x * 2)
+
+
+def _rank_capture(rank: int, world: int, skip_last: bool) -> dt.Graph:
+    import torch.testing._internal.distributed.fake_pg  # noqa: F401
+
+    dist.init_process_group("fake", rank=rank, world_size=world)
+    try:
+        x = torch.ones(4)
+        with dt.capture() as g:
+            dist.all_reduce(x)
+            if not skip_last:
+                dist.all_reduce(x * 2)
+        return g
+    finally:
+        dist.destroy_process_group()
+
+
+def test_rank_files_and_a_rank_that_issued_fewer_collectives(tmp_path, monkeypatch):
+    from dispatchtrace.views.mismatch import mismatch
+
+    for rank in range(3):
+        _rank_capture(rank, 3, skip_last=rank == 2).save(dt.rank_path(tmp_path / "trace.json", rank))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.rank0.json", "trace.rank1.json", "trace.rank2.json"]
+    ranks = dt.load_ranks(str(tmp_path / "trace.rank*.json"))
+    assert list(ranks) == [0, 1, 2]
+    found = mismatch(ranks)
+    assert found is not None and found.position == 1 and found.group.ranks == (0, 1, 2)
+    assert found.what == "a rank issued fewer collectives (the others wait for it forever)"
+    assert str(found.sides[2]) == "rank 2: nothing: it issued no more collectives on this group"
+    assert mismatch({r: ranks[r] for r in (0, 1)}) is None
+    (tmp_path / "other.json").write_text((tmp_path / "trace.rank1.json").read_text())
+    assert list(dt.load_ranks([tmp_path / "trace.rank0.json", tmp_path / "other.json"])) == [0, 1]  # rank from its groups
+    with pytest.raises(ValueError, match="a second capture of rank 1"):
+        dt.load_ranks([tmp_path / "trace.rank1.json", tmp_path / "other.json"])
+    monkeypatch.chdir(tmp_path)
+    from dispatchtrace.cli import main
+
+    assert main(["mismatch", "trace.rank*.json"]) == 1
+    assert main(["mismatch", "trace.rank0.json", "trace.rank1.json"]) == 0
+    assert main(["mismatch", "nothing.rank*.json"]) == 2
