@@ -113,12 +113,28 @@ def fsdp(rank: int, world: int) -> nn.Module:
     return fully_shard(model)
 
 
+class Normed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block, self.norm = Block(), nn.BatchNorm1d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.block(x))
+
+
+def ddp(rank: int, world: int) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    return DistributedDataParallel(Normed())  # broadcasts its buffers from rank 0 before each forward
+
+
 def _forward(case: str, rank: int, world: int) -> tuple[nn.Module | None, object]:
     if case in ("functional", "c10d"):
         fn = functional if case == "functional" else c10d
         return None, lambda: fn(rank, world)
     torch.manual_seed(0)
-    model = {"tp": lambda: tp(rank, world), "fsdp": lambda: fsdp(rank, world), "mismatch": Branchy,
+    model = {"tp": lambda: tp(rank, world), "fsdp": lambda: fsdp(rank, world), "ddp": lambda: ddp(rank, world), "mismatch": Branchy,
              "skips": Skips}[case]()
     x = torch.ones(2, 8)
     return model, lambda: model(x)

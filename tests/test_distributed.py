@@ -107,6 +107,20 @@ def test_fsdp2_forward_all_gathers_serve_their_module_call(tmp_path):
     assert mismatch(ranks) is None
 
 
+def test_ddp_forward_broadcasts_buffers_from_rank_0(tmp_path):
+    ranks = run_ranks("ddp", 2, tmp_path)
+    for rank, g in ranks.items():
+        g.lint()
+        found = g.collectives()
+        # BatchNorm's running_mean and running_var coalesced (f32[16]), then num_batches_tracked
+        assert [(c.kind, c.peer, c.shapes, c.op.call.path) for c in found] == [
+            ("broadcast", 0, "f32[16] -> f32[16]", ""), ("broadcast", 0, "i64[1] -> i64[1]", "")]
+        assert [(c.sent, c.received) for c in found] == ([(64, 0), (8, 0)] if rank == 0 else [(0, 64), (0, 8)])
+        assert all(c.region == "DistributedDataParallel.forward" for c in found)
+        assert g.costs().total.flops == _flops(tmp_path, rank)
+    assert mismatch(ranks) is None
+
+
 def test_mismatch_on_a_rank_dependent_reduce_op(tmp_path):
     ranks = run_ranks("mismatch", 2, tmp_path)
     found = mismatch(ranks)
