@@ -14,7 +14,7 @@ from torch.utils.hooks import RemovableHandle
 
 from .graph import Graph
 from .literals import LIMIT
-from .dtensor import dtensor_type, faking
+from .dtensor import RUNNING, dtensor_type, faking
 from .recorder import Recorder
 from .scope import Scope
 
@@ -41,7 +41,7 @@ class OpMode(TorchDispatchMode):
         self._backward = backward
         self._dtensor = dtensor
         self._dt = dtensor_type() if dtensor is not None else None  # None: DTensor ops are recorded as ops
-        self._inside = False  # running a DTensor op's local ops
+        self._inside = False  # this mode is running a DTensor op's local ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
@@ -49,7 +49,7 @@ class OpMode(TorchDispatchMode):
             return self._dtensor_op(func, args, kwargs)
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
-            if not (self._inside and faking()):  # DTensor's sharding propagation runs on fake tensors
+            if not (RUNNING.depth and faking()):  # DTensor's sharding propagation runs on fake tensors
                 self._forward(func, args, kwargs, out)
         elif self._backward is not None:
             self._backward(func)
@@ -64,12 +64,14 @@ class OpMode(TorchDispatchMode):
         begin, end = self._dtensor
         start = begin()
         self._inside = True
+        RUNNING.depth += 1
         out: Any = ()
         try:
             with self:
                 out = func(*args, **kwargs)
         finally:
             self._inside = False
+            RUNNING.depth -= 1
             end(start, func, args, kwargs, out, self._dt)
         return out
 

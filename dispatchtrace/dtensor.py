@@ -12,6 +12,7 @@ and are not recorded. See docs/semantics.md ("DTensor").
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,16 @@ from .structure import iter_leaves
 from .tensors import shape_text
 
 _FAKE = torch._C._TorchDispatchModeKey.FAKE
+
+
+class _Running(threading.local):
+    """How many DTensor ops this thread's capture modes are running (an outer capture's mode sees
+    the inner one's local ops, and must leave out the same fake-tensor ops)."""
+
+    depth = 0
+
+
+RUNNING = _Running()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +109,14 @@ def mesh_of(values: Any, dtensor: type) -> tuple[tuple[int, ...], tuple[str, ...
 
 def dtensor_record(index: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
                    dtensor: type) -> DTensorOp:
-    """The ``DTensorOp`` for one DTensor-level op that returned ``out``."""
+    """The ``DTensorOp`` for one DTensor-level op that returned ``out`` (the mesh's tensor is read with
+    every dispatch mode set aside: an outer capture must not record dispatchtrace's own reads)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
     values = (args, kwargs)
-    return DTensorOp(index, str(func), *mesh_of(values, dtensor), described(values, dtensor),
+    with _disable_current_modes():
+        mesh = mesh_of(values, dtensor)
+    return DTensorOp(index, str(func), *mesh, described(values, dtensor),
                      described(out if isinstance(out, (tuple, list)) else (out,), dtensor))
 
 

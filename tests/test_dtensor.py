@@ -111,3 +111,13 @@ def test_one_rank_of_a_64_rank_tensor_parallel_llama_on_meta():
     assert "4 x all_reduce f32[1, 128, 1024] -> f32[1, 128, 1024] over group" in r.stdout
     assert "[0-7]: 524 kB each, 2.1 MB in all" in r.stdout
     assert "first layer's collectives: layers.0.attn, layers.0.mlp" in r.stdout
+
+
+def test_nested_captures_record_the_same_local_ops(tp_mlp):
+    model, x = tp_mlp
+    with torch.no_grad(), dt.capture(model) as outer:
+        with dt.capture(model) as inner:
+            model(x)
+    outer.lint()
+    assert [op.target for op in outer.ops] == [op.target for op in inner.ops]  # no fake or bookkeeping ops
+    assert all(op.dtensor is None for op in outer.ops)  # the inner capture ran the DTensor ops
