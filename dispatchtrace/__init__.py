@@ -4,6 +4,7 @@ from .capture import capture
 from .depth import Depth
 from .graph import Call, Graph, Op
 from .lint import LintError
+from .ranks import load_ranks, rank_path
 from .render.errors import DotFailedError, DotNotFoundError
 from .replay import ReplayError
 from .serialize import FormatError, load
@@ -13,6 +14,6 @@ from .verify import verify
 __all__ = [
     "Call", "Depth", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError", "Op", "ReplayError",
     "TensorRef",
-    "capture", "load", "verify",
+    "capture", "load", "load_ranks", "rank_path", "verify",
 ]
 __version__ = "0.1.0"

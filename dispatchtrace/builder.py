@@ -65,6 +65,11 @@ class GraphBuilder:
         return op
 
     @staticmethod
+    def set_dtensor(op: Op, record: Any) -> None:
+        """``op`` is a local op of the DTensor-level op ``record`` (``dtensor.DTensorOp``)."""
+        op.dtensor = record
+
+    @staticmethod
     def set_outputs(op: Op, outputs: tuple[TensorRef, ...], mutated: tuple[TensorRef, ...] = (),
                     is_view: bool = False) -> None:
         """What ``op`` returned, the refs it wrote (after the write), and whether it is a view."""

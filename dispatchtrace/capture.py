@@ -15,6 +15,7 @@ from torch.utils.hooks import RemovableHandle
 from .collector import Paused
 from .graph import Graph
 from .literals import LIMIT
+from .dtensor import RUNNING, dtensor_type, faking
 from .recorder import Recorder
 from .saved import SavedHooks
 from .scope import Scope
@@ -36,6 +37,9 @@ _REFUSED_HOOKS = "support saved tensor hooks"
 _PASS_SAVED_FALSE = ("dispatchtrace: the capture's saved-tensor hooks (which record g.saved) are set; "
                      "capture with dt.capture(model, saved=False) to run torch.func.grad, vjp, jacrev or hessian inside it")
 
+DTensorHooks = tuple[Callable[[], int], Callable[[int, Any, tuple[Any, ...], dict[str, Any], Any, type], None]]
+"""``(begin() -> start, end(start, func, args, kwargs, out, DTensor))`` around one DTensor-level op."""
+
 
 class OpMode(TorchDispatchMode):
     """Runs every op unchanged, then hands it to ``forward``, or to ``backward`` while autograd's
@@ -47,19 +51,46 @@ class OpMode(TorchDispatchMode):
     """
 
     def __init__(self, forward: OpHook, backward: OpHook | None = None,
-                 ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None) -> None:
+                 ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None,
+                 dtensor: DTensorHooks | None = None) -> None:
         super().__init__()
         self._forward = forward
         self._backward = backward or forward
         self._ours = ours
+        self._dtensor = dtensor
+        self._dt = dtensor_type() if dtensor is not None else None  # None: DTensor ops are recorded as ops
+        self._inside = False  # this mode is running a DTensor op's local ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if types and self._dt is not None and self._dt in types and _graph_task_id() == -1:
+            return self._dtensor_op(func, args, kwargs)
         out = func(*args, **kwargs)
         if _graph_task_id() == -1:
-            self._forward(func, args, kwargs, out)
+            if not (RUNNING.depth and faking()):  # DTensor's sharding propagation runs on fake tensors
+                self._forward(func, args, kwargs, out)
         elif self._ours is None or not self._ours(func, args, out):
             self._backward(func, args, kwargs, out)
+        return out
+
+    def _dtensor_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Runs a DTensor-level op with this mode pushed again: the op comes back, is answered
+        ``NotImplemented`` and DTensor runs it, its local ops and redistributions reaching this mode."""
+        if self._inside:
+            return NotImplemented
+        assert self._dtensor is not None
+        begin, end = self._dtensor
+        start = begin()
+        self._inside = True
+        RUNNING.depth += 1
+        out: Any = ()
+        try:
+            with self:
+                out = func(*args, **kwargs)
+        finally:
+            self._inside = False
+            RUNNING.depth -= 1
+            end(start, func, args, kwargs, out, self._dt)
         return out
 
 
@@ -118,7 +149,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
             scope = Scope(recorder.enter, recorder.exit, recorder.note)
             phases = Phases(recorder)
             saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
-            mode = OpMode(recorder.op, phases.backward_op, saved.ours)
+            mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end))
             phases.open()
             keywords = self._watch_keywords(recorder)
             if self._saved and not saved.open():

@@ -187,6 +187,8 @@ class _Loader:
         self.builder.set_outputs(op, tuple(self._refs(o["outputs"])), tuple(self._refs(o["mutated"])), o["is_view"])
         if o.get("source") is not None:
             op.source = self.sources[o["source"]]
+        if o.get("dtensor") is not None:
+            self.builder.set_dtensor(op, self.sources[o["dtensor"]])
 
     def _finish_call(self, call: Call, c: dict[str, Any]) -> None:
         if c.get("source") is not None:

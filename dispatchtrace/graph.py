@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     import torch.nn as nn
 
     from .depth import Depth
+    from .dtensor import DTensorOp
     from .literals import Literal
     from .render.dot import Layout, Rankdir
     from .replay import Constants
+    from .views.collectives import Collectives
     from .views.collapse import CollapsedGraph, Predicate
     from .views.costs import Costs
     from .views.memory import Memory
@@ -68,6 +70,7 @@ class Op:
     origin: Call | None = None
     grad_of: Op | None = None
     param: str | None = None
+    dtensor: DTensorOp | None = None  # the DTensor-level op this local op ran for (``dispatchtrace.dtensor``)
 
     @property
     def short(self) -> str:
@@ -321,6 +324,12 @@ class Graph:
         from .views.memory import memory
 
         return memory(self)
+
+    def collectives(self) -> Collectives:
+        """The collective ops (c10d and functional), in order, with group and bytes; see ``views.collectives``."""
+        from .views.collectives import collectives
+
+        return collectives(self)
 
     def summary(self, depth: Depth = "all") -> Summary:
         """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""

@@ -68,6 +68,8 @@ def _value(v: Any) -> Any:
         return {"$dict": [[k, _value(x)] for k, x in v.items()]}
     if isinstance(v, Opaque):
         return {"$opaque": v.type, "text": v.text}
+    if dataclasses.is_dataclass(v) and t.__module__.startswith("dispatchtrace."):  # a record capture made (a Group)
+        return _record(v)
     import torch
 
     if isinstance(v, torch.dtype):
@@ -105,6 +107,8 @@ def _unvalue(v: Any, ref: Callable[[int], TensorRef]) -> Any:
         return complex(*v["$complex"])
     if "$opaque" in v:
         return Opaque(v["$opaque"], v["text"])
+    if "$record" in v:
+        return _unrecord(v)
     import torch
 
     if "$dtype" in v or "$layout" in v or "$memory_format" in v:

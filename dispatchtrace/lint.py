@@ -35,6 +35,8 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
 14. ``constants``: every name in ``graph.constants`` names a ref of kind ``constant`` of the graph,
     with the dtype and shape of that ref; a literal has a value for each element, or none and a ``why``.
 15. ``notes``: ``graph.notes`` is a list of non-empty strings, each once.
+16. ``dtensor``: the local ops of one DTensor-level op (``op.dtensor``) are consecutive, in one call, and
+    DTensor-level ops are numbered in the order they ran (``dtensor.check_dtensor_ops``).
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .dtensor import check_dtensor_ops
 from .graph import PHASES, Call, Op
 from .structure import iter_leaves
 from .tensors import TensorRef
@@ -86,6 +89,9 @@ def lint(graph: Graph) -> None:
     _check_arguments(graph)
     _check_constants(graph)
     _check_notes(graph)
+    problem = check_dtensor_ops(graph.ops)
+    if problem is not None:
+        _fail("dtensor", problem)
 
 
 def _op(op: Op) -> str:

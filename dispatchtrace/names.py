@@ -40,6 +40,9 @@ class Names:
             for name, p in mod._parameters.items():
                 if p is not None and id(p) not in self._tensors:
                     self._tensors[id(p)] = (p, "parameter", dot + name)
+                    local = _local_shard(p)
+                    if local is not None:  # a DTensor parameter: its local ops read this rank's shard
+                        self._tensors.setdefault(id(local), (local, "parameter", dot + name))
             for name, b in mod._buffers.items():
                 if b is not None and id(b) not in self._tensors:
                     self._tensors[id(b)] = (b, "buffer", dot + name)
@@ -55,12 +58,34 @@ class Names:
             entry = self._modules[id(module)]
         return entry[1]
 
+    def swapped(self, module: nn.Module | None, t: torch.Tensor) -> tuple[str, str] | None:
+        """A parameter or buffer ``module`` holds now that was not there when it was learned (FSDP2
+        swaps its sharded parameters for unsharded ones around each forward): named, else ``None``."""
+        entry = self._modules.get(id(module)) if module is not None else None
+        if entry is None or entry[0] is not module:
+            return None
+        dot = f"{entry[1]}." if entry[1] else ""
+        for kind, table in (("parameter", module._parameters), ("buffer", module._buffers)):
+            for name, value in table.items():
+                if value is t:
+                    self._tensors[id(t)] = (t, kind, dot + name)
+                    return kind, dot + name
+        return None
+
     def tensor(self, t: torch.Tensor) -> tuple[str, str] | None:
         """``("parameter", "layer1.0.conv1.weight")`` for a known parameter or buffer."""
         entry = self._tensors.get(id(t))
         if entry is None or entry[0] is not t:
             return None
         return entry[1], entry[2]
+
+
+def _local_shard(p: torch.Tensor) -> torch.Tensor | None:
+    """This rank's shard of a DTensor parameter (``None`` for any other tensor)."""
+    if type(p).__name__ not in ("DTensor", "Parameter") or not hasattr(type(p), "to_local"):
+        return None
+    local = getattr(p, "_local_tensor", None)
+    return local if isinstance(local, torch.Tensor) else None
 
 
 def _walk(module: nn.Module, prefix: str) -> Iterator[tuple[str, nn.Module]]:

@@ -12,6 +12,8 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
+from .collectives import recorded_object, with_groups
+from .dtensor import dtensor_record
 from .graph import Call, Graph, Op, Phase, op_ranges
 from .literals import LIMIT, literal_of
 from .names import Names
@@ -56,10 +58,11 @@ class Recorder:
         """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
         self.state_names: dict[int, str] = {}
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
+        self._n_dtensor = 0
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
-        known = self.names.tensor(t)
+        known = self.names.tensor(t) or self.names.swapped(self.stack[-1].module, t)
         if known is not None:
             return known  # type: ignore[return-value]
         state = self.state_names.get(id(t))
@@ -186,6 +189,8 @@ class Recorder:
         rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
                        for a in args])
         rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
+        if info.group is not None:  # a functional collective names its group: record the group
+            rargs, rkwargs = with_groups(rargs, rkwargs, *info.group)
         op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
                                  tuple(inputs), tuple(producers), phase=self.phase)
         if func in _LIFTS and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
@@ -228,7 +233,7 @@ class Recorder:
                 return ref
             if isinstance(a, _SYM):
                 return _sym_value(a)
-            return a
+            return recorded_object(a)  # a process group, a reduce op: what it means, never the object
 
         return as_recorded
 
@@ -255,6 +260,17 @@ class Recorder:
             ids = {id(t) for t in written}
             return tuple([produced(t, op, id(t) in ids, i) for i, t in enumerate(tensor_leaves(out))])
         return ()
+
+    def dtensor_begin(self) -> int:
+        return len(self.graph.ops)
+
+    def dtensor_end(self, start: int, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+                    dtensor: type) -> None:
+        """The ops recorded since ``start`` ran for one DTensor-level op: each points to its record."""
+        record = dtensor_record(self._n_dtensor, func, args, kwargs, out, dtensor)
+        self._n_dtensor += 1
+        for op in self.graph.ops[start:]:
+            self.builder.set_dtensor(op, record)
 
     # ---- end of the block ----------------------------------------------------------------------
     def finish(self, error: BaseException | None) -> Graph:

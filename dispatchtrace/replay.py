@@ -13,14 +13,15 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
+from .collectives import Group, is_collective
 from .forward import replayed_ops
-from .graph import Call
+from .graph import Call, Op
 from .schema import overload_of
 from .structure import iter_leaves, leaves, map_leaves, tensor_leaves
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
-    from .graph import Graph, Op
+    from .graph import Graph
 
 Constants = Mapping[str, torch.Tensor] | Literal["error", "inputs"]
 
@@ -163,6 +164,7 @@ class _Replayer:
         if not g.complete:
             raise ReplayError("the capture is still recording; call to_fx after the `with dt.capture(...)` block")
         self._check_externals()
+        _refuse_collectives(self.ops)
         signature = self._arguments()
         if not signature:
             for ref in g.inputs:
@@ -395,6 +397,17 @@ class _Replayer:
             item = self.fx.call_function(operator.getitem, (source, i))
             item.meta["dispatchtrace_op"] = op.index
             self.env[ref.id] = item
+
+
+def _refuse_collectives(ops: list[Op]) -> None:
+    """Replay runs one process with no process group: a collective (c10d or functional) among the
+    replayed ops cannot run."""
+    for op in ops:
+        if is_collective(op.target):
+            group = next((str(a) for a in op.args if isinstance(a, Group)), "its process group")
+            raise ReplayError(
+                f"%{op.name} ({op.target}, over {group}) is a collective: replay runs one process and cannot "
+                f"reproduce what other ranks send; replay a capture of the model without torch.distributed")
 
 
 def _pick(value: Any, key: Any) -> Any:

@@ -16,6 +16,9 @@ _UNANNOTATED_WRITES: dict[str, tuple[tuple[int, ...], int]] = {
     "aten::miopen_batch_norm": ((3, 4), 5),
 }
 
+# Namespaces of the functional collectives, which name their process group by a string.
+_FUNCTIONAL = frozenset({"_c10d_functional", "_c10d_functional_autograd", "c10d_functional"})
+
 
 @dataclass(frozen=True, slots=True)
 class OpSchema:
@@ -26,6 +29,7 @@ class OpSchema:
     writes: tuple[tuple[int, str], ...]
     write_if: int | None
     views: bool = False  # a result aliases an argument and nothing is written (view, select, split, expand)
+    group: tuple[int, str] | None = None  # a collective's group-name argument (position, name): ``collectives.with_groups``
 
     def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """The argument values (tensors or tensor lists) this call writes."""
@@ -72,9 +76,14 @@ def _build(func: Any) -> OpSchema:
         if extra is not None and not writes:
             positions, write_if = extra
             writes = [(p, schema.arguments[p].name) for p in positions]
+        if schema.name.startswith("c10d::") and schema.name.endswith("_") and not writes:
+            writes = [(0, schema.arguments[0].name)]  # in-place c10d collectives write their first argument
     views = isinstance(schema, torch._C.FunctionSchema) and not writes and any(
         r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
-    return OpSchema(target, base, tuple(writes), write_if, views)
+    group = None
+    if isinstance(schema, torch._C.FunctionSchema) and schema.name.split("::")[0] in _FUNCTIONAL:
+        group = next(((i, a.name) for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
+    return OpSchema(target, base, tuple(writes), write_if, views, group)
 
 
 @functools.cache

@@ -84,6 +84,8 @@ def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
         entry["param"] = op.param
     if op.source is not None:
         entry["source"] = t.source(op.source)
+    if op.dtensor is not None:  # the DTensor-level op, a record in the same table as sources
+        entry["dtensor"] = t.source(op.dtensor)
     return entry
 
 

@@ -1,4 +1,4 @@
-"""The ``dispatchtrace`` command: ``dispatchtrace MODEL ...``, ``dispatchtrace demo``, ``render``, ``verify``."""
+"""The ``dispatchtrace`` command: ``dispatchtrace MODEL ...``, ``dispatchtrace demo``, ``mismatch``, ``render``, ``verify``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from ..errors import one_line
 from .errors import CliError
 
 #: subcommands by first argument; each is a module ``dispatchtrace.cli.<name>`` with ``run(argv) -> int``
-SUBCOMMANDS = ("demo", "render", "verify")
+SUBCOMMANDS = ("demo", "mismatch", "render", "verify")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

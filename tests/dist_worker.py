@@ -1,0 +1,169 @@
+"""Runs one distributed case on N ranks (gloo on 127.0.0.1, or each rank alone on the fake backend), each
+rank capturing its forward and saving ``<out>/trace.rank<N>.json`` and ``<out>/flops.rank<N>.txt``.
+
+    python tests/dist_worker.py CASE WORLD PORT OUT
+
+Started by tests/test_distributed.py under a hard timeout (a hang fails the test, never blocks it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as fc
+import torch.multiprocessing as mp
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import dispatchtrace as dt
+
+
+def functional(rank: int, world: int) -> torch.Tensor:
+    pg = dist.group.WORLD
+    x = torch.arange(8, dtype=torch.float32) + rank
+    y = fc.all_reduce(x, "sum", pg)
+    g = fc.all_gather_tensor(y * 2, 0, pg)
+    r = fc.reduce_scatter_tensor(g, "sum", 0, pg)
+    a = fc.all_to_all_single(r.repeat(world), None, None, pg)
+    return fc.wait_tensor(a).sum() + y.sum()
+
+
+def c10d(rank: int, world: int) -> torch.Tensor:
+    x = torch.ones(4) * (rank + 1)
+    dist.all_reduce(x)
+    out = torch.empty(4 * world)
+    dist.all_gather_into_tensor(out, x)
+    dist.broadcast(out, 0)
+    if rank == 0:
+        dist.send(x, 1)
+    elif rank == 1:
+        dist.recv(x, 0)
+    return out.sum() + x.sum()
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(8, 16)
+        self.down = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.relu(self.up(x)))
+
+
+class Branchy(nn.Module):
+    """A forward that branches on the rank: rank 1 reduces its second all-reduce with max, the others sum."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = Block(), Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.a(x)
+        dist.all_reduce(x)
+        x = self.b(x)
+        dist.all_reduce(x, op=dist.ReduceOp.MAX if dist.get_rank() == 1 else dist.ReduceOp.SUM)
+        return x
+
+
+class Skips(Branchy):
+    """Rank 1 skips the second collective: the hang the mismatch finder is for (run on the fake backend)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.a(x)
+        dist.all_reduce(x)
+        x = self.b(x)
+        if dist.get_rank() != 1:
+            dist.all_reduce(x)
+        return fc.all_gather_tensor(x, 0, dist.group.WORLD)
+
+
+class Pair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = Block(), Block()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)))
+
+
+def tp(rank: int, world: int) -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    model = Block()
+    mesh = init_device_mesh("cpu", (world,))
+    return parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+
+
+def fsdp(rank: int, world: int) -> nn.Module:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Pair()
+    for block in (model.a, model.b):
+        fully_shard(block)
+    return fully_shard(model)
+
+
+class Normed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block, self.norm = Block(), nn.BatchNorm1d(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.block(x))
+
+
+def ddp(rank: int, world: int) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    return DistributedDataParallel(Normed())  # broadcasts its buffers from rank 0 before each forward
+
+
+def _forward(case: str, rank: int, world: int) -> tuple[nn.Module | None, object]:
+    if case in ("functional", "c10d"):
+        fn = functional if case == "functional" else c10d
+        return None, lambda: fn(rank, world)
+    torch.manual_seed(0)
+    model = {"tp": lambda: tp(rank, world), "fsdp": lambda: fsdp(rank, world), "ddp": lambda: ddp(rank, world), "mismatch": Branchy,
+             "skips": Skips}[case]()
+    x = torch.ones(2, 8)
+    return model, lambda: model(x)
+
+
+def main(rank: int, case: str, world: int, port: int, out: str) -> None:
+    warnings.simplefilter("ignore")
+    if case == "skips":
+        importlib.import_module("torch.testing._internal.distributed.fake_pg")  # registers the "fake" backend
+
+        dist.init_process_group("fake", rank=rank, world_size=world)
+    else:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=timedelta(seconds=60))
+    try:
+        model, forward = _forward(case, rank, world)
+        with torch.no_grad(), dt.capture(model) as g:
+            forward()
+        g.save(dt.rank_path(os.path.join(out, "trace.json")))
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            forward()
+        with open(os.path.join(out, f"flops.rank{rank}.txt"), "w") as f:
+            f.write(str(counter.get_total_flops()))
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    case, world, port, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    torch.set_num_threads(1)
+    mp.spawn(main, args=(case, world, port, out), nprocs=world, join=True)
