@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..depth import Depth
-    from ..graph import Call, Graph, Op
+    from ..graph import Call, Graph, Op, PhaseView
     from ..tensors import TensorRef
 
 #: the payload's layout version: bump when a field changes meaning
@@ -54,12 +54,13 @@ OPEN_BUDGET = 30
 class HtmlOptions:
     """What the viewer takes: the ``depth`` it opens at (``"auto"``: the deepest at which the picture
     has at most ``OPEN_BUDGET`` boxes, by the diagrams' rule), ``fold`` repeated blocks at first,
-    ``noise`` ops shown, the page ``title``."""
+    ``noise`` ops shown, the page ``title``, the ``phase`` of a training step it shows (``views.phases``)."""
 
     depth: Depth = "auto"
     fold: bool = True
     noise: bool = False
     title: str | None = None
+    phase: PhaseView = "forward"
 
 
 class _Strings:
@@ -183,5 +184,7 @@ def page(graph: Graph, o: HtmlOptions) -> str:
 
 
 def write(graph: Graph, o: HtmlOptions) -> bytes:
-    """The page's bytes (UTF-8)."""
-    return page(graph, o).encode("utf-8")
+    """The page's bytes (UTF-8), of the phase view ``o.phase`` of ``graph``."""
+    from ..views.phases import phase_graph
+
+    return page(phase_graph(graph, o.phase), o).encode("utf-8")
