@@ -27,9 +27,10 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
+from llama_meta import Config, Llama, peak_rss_mb  # noqa: E402
+
 import dispatchtrace as dt  # noqa: E402
 from dispatchtrace.views.summary import human  # noqa: E402
-from llama_meta import Config, Llama, peak_rss_mb  # noqa: E402
 
 
 def llama_step(seq: int, layers: int) -> None:

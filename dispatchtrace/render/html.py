@@ -143,7 +143,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     runs = foldable_runs(graph, lambda _: True)
     return {
         "v": VERSION,
-        "title": o.title or (graph.calls[0].type if graph.calls else "capture"),
+        "title": o.title or _title(graph),
         "s": s.items,
         "c": calls,
         "o": ops,
@@ -154,6 +154,13 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         "noise": [] if o.noise else sorted(op.index for op in noise_ops(graph)),
         "open": _open_depth(graph, o),
     }
+
+
+def _title(graph: Graph) -> str:
+    """The model's type, with the phase shown when the graph is a phase view of a training step (``views.phases``)."""
+    name = graph.calls[0].type if graph.calls else "capture"
+    phase = getattr(graph, "phase", "forward")
+    return name if phase == "forward" else f"{name} ({phase})"
 
 
 def _asset(name: str) -> str:

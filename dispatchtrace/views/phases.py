@@ -164,7 +164,7 @@ class _Builder:
         view.calls.sort(key=lambda c: by_entry[id(view.original[c])])
         for op, new in self.new_op.items():
             new.producers = tuple(self.new_op[p] for p in op.producers if p in self.new_op)
-            new.users = [self.new_op[u] for u in op.users if u in self.new_op]
+            new.users = tuple(self.new_op[u] for u in op.users if u in self.new_op)
             new.inputs = tuple(self._ref(r) for r in op.inputs)
             new.outputs = tuple(self._ref(r) for r in op.outputs)
             new.mutated = tuple(self._ref(r) for r in op.mutated)
@@ -193,7 +193,7 @@ class _Builder:
                 new.children.append(sub)
                 self._fill(child, kids)
             else:
-                op = replace(child, index=len(self.view.ops), call=new, users=[],
+                op = replace(child, index=len(self.view.ops), call=new, users=(),
                              origin=self.copy.get(child.origin) if child.origin is not None else None)
                 self.new_op[child] = op
                 self.view.source_op[op] = child

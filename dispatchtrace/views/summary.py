@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 _PREFIXES = ("", "k", "M", "G", "T", "P", "E")
 
+TRAINING_FIELDS = ("forward_flops", "backward_flops", "saved")
+"""``Row`` fields of a training step (``Summary.training``); ``rows()`` leaves them out otherwise."""
+
 LIVE_FIELDS = ("trainable", "frozen", "attrs")
 """``Row`` fields read from the live modules when the summary is made: ``None`` on a loaded capture."""
 
@@ -68,7 +71,7 @@ class Row:
     ``views.attrs.ATTRIBUTES`` it has (``{"kernel_size": (3, 3), "stride": (2, 2), ...}``); these
     three are read from the live module when the summary is made, ``None`` once it is gone (a
     loaded capture). ``bytes`` is ``None`` when an op inside has a shape that cannot be sized.
-    On a training step (a capture with ops outside the forward, or saved activations):
+    On a training step (a capture with ops outside the forward):
     ``forward_flops`` the call's forward ops, ``backward_flops`` the backward and recompute ops that
     belong to it or to a call inside it (``op.origin``, gradient accumulation with its parameter's
     module: ``views.phases``), ``saved`` the bytes autograd saved for backward inside it
@@ -126,8 +129,13 @@ class Summary:
         return iter(self._rows)
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every row as a plain dict: ``pandas.DataFrame(g.summary().rows())``."""
-        return [asdict(r) for r in self._rows]
+        """Every row as a plain dict: ``pandas.DataFrame(g.summary().rows())`` (the training fields only on a training step)."""
+        rows = [asdict(r) for r in self._rows]
+        if not self.training:
+            for row in rows:
+                for name in TRAINING_FIELDS:
+                    del row[name]
+        return rows
 
     def _cells(self, *, indent: bool = True) -> list[list[str]]:
         extra = ["Fwd FLOPs", "Bwd FLOPs", "Saved"] if self.training else []
@@ -176,7 +184,7 @@ def summary(graph: Graph, depth: Depth = "all", *, phase: PhaseView = "forward")
     check_depth(depth)
     view = phase_graph(graph, phase)
     c = costs(view)
-    training = has_training(graph) or bool(graph.saved)
+    training = has_training(graph)
     split = _Split(graph) if training else None
     rows = []
     for call in view.calls:
