@@ -162,3 +162,35 @@ def test_cli_train_phase_backward_and_summary(capsys, tmp_path):
     capsys.readouterr()
     assert cli.main(["render", str(tmp_path / "t.json"), "--summary", "--phase", "all"]) == 0
     assert "Bwd FLOPs" in capsys.readouterr().out
+
+
+def test_recompute_ops_go_under_the_call_they_recompute_and_an_inputs_gradient_to_the_root():
+    from torch.utils.checkpoint import checkpoint
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block, self.head = Block(), torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(checkpoint(self.block, x, use_reentrant=False))
+
+    net, x = Net(), torch.randn(4, 8, requires_grad=True)
+    with dt.capture(net) as g:
+        net(x).sum().backward()
+    view = phase_graph(g, "backward")
+    recomputed = [o for o in view.ops if o.phase == "recompute"]
+    assert recomputed and all(view.original[o.call] is view.source_op[o].origin for o in recomputed)
+    assert {view.original[o.call].label for o in recomputed} <= {"block", "block.a", "block.b"}
+    grads = {view.source_op[o].param: view.original[o.call] for o in view.ops if view.source_op[o].param}
+    assert grads["x"] is g.root and grads["block.a.weight"].path == "block.a"
+    assert "[recompute]" in str(g.tree(phase="backward", ops=True))
+    assert not any(o.phase == "recompute" for o in phase_graph(g, "forward").ops)

@@ -9,8 +9,8 @@ call and numbered in walk order, with producers, users and refs linking only ops
 
 - ``"forward"``: the forward ops (``op.phase == "forward"``, the loss included), where they ran.
 - ``"backward"``: the backward and recompute ops, each under ``op.origin``; gradient accumulation
-  (``op.param``) under the first call of the module that owns the parameter; any other op (the
-  loss's backward, no origin) at the root. A call's children are ordered by when their first op
+  (``op.param``) under the first call of the module that owns the parameter (an input's at the
+  root); any other op (the loss's backward, no origin) at the root. A call's children are ordered by when their first op
   ran; calls with no such op are left out. Calls have no inputs or outputs here (their forward
   tensors are not what backward reads), the view has no outputs.
 - ``"all"``: every op; each call holds its forward children as they ran, then the backward and
@@ -107,12 +107,13 @@ class _Builder:
         self.first: dict[str, Call] = {}
         for call in reversed(graph.calls):
             self.first[call.path] = call
+        self.inputs = {r.name for r in graph.inputs}  # a leaf input's gradient is accumulated at the root
 
     def _home(self, op: Op) -> Call | None:
         """The capture's call a backward or recompute op is shown under (``None``: the root)."""
         if op.origin is not None:
             return op.origin
-        if op.param is not None:
+        if op.param is not None and op.param not in self.inputs:
             return self.first.get(op.param.rpartition(".")[0])
         return None
 
