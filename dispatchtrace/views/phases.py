@@ -82,17 +82,16 @@ def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
         graph = graph.base
     if not has_training(graph):
         return graph
-    key = (phase,)
-    cached = _CACHE.get(graph, {}).get(key)
+    cached = _CACHE.get(graph, {}).get(phase)
     if cached is not None:
         return cached
     view = _Builder(graph, phase).build()
     if graph.complete:
-        _CACHE.setdefault(graph, {})[key] = view
+        _CACHE.setdefault(graph, {})[phase] = view
     return view
 
 
-_CACHE: weakref.WeakKeyDictionary[Graph, dict[tuple[str], Graph]] = weakref.WeakKeyDictionary()
+_CACHE: weakref.WeakKeyDictionary[Graph, dict[str, Graph]] = weakref.WeakKeyDictionary()
 
 
 class _Builder:
@@ -160,9 +159,7 @@ class _Builder:
         view.root = self.copy[g.root] = _clone(g.root, None, self.phase)
         view.original[view.root] = g.root
         self._fill(g.root, kids)
-        view.calls = [self.copy[c] for c in g.calls if c in self.copy]
-        by_entry = {id(c): i for i, c in enumerate(g.calls)}
-        view.calls.sort(key=lambda c: by_entry[id(view.original[c])])
+        view.calls = [self.copy[c] for c in g.calls if c in self.copy]  # entry order, as the capture's
         for op, new in self.new_op.items():
             new.producers = tuple(self.new_op[p] for p in op.producers if p in self.new_op)
             new.users = tuple(self.new_op[u] for u in op.users if u in self.new_op)
@@ -187,8 +184,6 @@ class _Builder:
         new = self.copy[call]
         for child in kids.get(call, []):
             if isinstance(child, Call):
-                if child not in kids and self.phase == "backward":
-                    continue
                 sub = self.copy[child] = _clone(child, new, self.phase)
                 self.view.original[sub] = child
                 new.children.append(sub)
