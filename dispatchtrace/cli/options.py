@@ -13,7 +13,7 @@ from ..errors import one_line
 from .errors import CliError
 
 if TYPE_CHECKING:
-    from ..graph import Graph
+    from ..graph import Graph, PhaseView
     from ..views.tree import Tree
 
 
@@ -62,6 +62,9 @@ def add_view_arguments(p: argparse.ArgumentParser, *, summary: bool = False) -> 
                    "layer1.0.relu#2); --depth counts from it")
     p.add_argument("--statements", action="store_true",
                    help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
+    p.add_argument("--phase", choices=["forward", "backward", "all"], default="forward",
+                   help="of a training step: the forward ops (default), the backward ops under the forward call they "
+                   "belong to, or both (docs/training.md)")
 
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,16 +86,17 @@ def check_outputs(paths: Sequence[str]) -> None:
 
 
 def tree_of(graph: Graph, depth: Depth | None, *, ops: bool = False, noise: bool = False, at: str | None = None,
-            statements: bool = False) -> Tree:
+            statements: bool = False, phase: PhaseView = "forward") -> Tree:
     """``graph.tree(...)`` (``depth`` not given: ``"all"``) with an unknown or ambiguous ``at`` label as a ``CliError``."""
     try:
-        return graph.tree("all" if depth is None else depth, ops=ops, noise=noise, at=at, statements=statements)
+        return graph.tree("all" if depth is None else depth, ops=ops, noise=noise, at=at, statements=statements,
+                          phase=phase)
     except (ValueError, KeyError) as e:
         raise CliError(str(e.args[0]) if e.args else str(e)) from e
 
 
 def write_output(graph: Graph, path: str | Path, *, depth: Depth | None = None, ops: bool = False, noise: bool = False,
-                 at: str | None = None, statements: bool = False) -> Path:
+                 at: str | None = None, statements: bool = False, phase: PhaseView = "forward") -> Path:
     """``graph.render(path, ...)`` for one ``-o`` file; an unknown ``at`` label or a ``dot`` failure is a
     ``CliError`` (their messages already say what to do).
 
@@ -107,7 +111,7 @@ def write_output(graph: Graph, path: str | Path, *, depth: Depth | None = None, 
         fmt = for_path(path)
         depth = "all" if fmt is not None and fmt.name == "tree" else ("ops" if ops else "auto")
     try:
-        return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements)
+        return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
     except (DotNotFoundError, DotFailedError, DiagramTooLargeError) as e:
         raise CliError(str(e)) from e
     except (ValueError, KeyError) as e:
@@ -122,7 +126,8 @@ def write_outputs(graph: Graph, args: argparse.Namespace, *, stdout: bool = True
     """Write each ``-o`` file with the view options in ``args``, reporting ``wrote FILE`` (on stderr when
     ``stdout`` is false, so it stays free for the tree) and a note for options a format does not use."""
     for out in args.output:
-        write_output(graph, out, depth=args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements)
+        write_output(graph, out, depth=args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
+                     phase=getattr(args, "phase", "forward"))
         print(f"wrote {out}", file=sys.stdout if stdout else sys.stderr)
         note = unused_options(out, at=args.at, statements=args.statements)
         if note:

@@ -36,13 +36,14 @@ def run(argv: Sequence[str]) -> int:
     graph = read(args.trace)
     show_tree = (not args.output and not args.summary) or args.tree
     if args.summary:
-        print(graph.summary("all" if args.depth is None else args.depth))
+        print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
         tree_only = [f"--{k}" for k in ("at", "ops", "noise", "statements") if getattr(args, k) not in (None, False)]
         if tree_only and not show_tree and not args.output:
             print(f"note: {' and '.join(tree_only)} {'shape' if len(tree_only) > 1 else 'shapes'} the tree only; "
                   "add --tree to print it below the summary", file=sys.stderr)
     if show_tree:
-        print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements))
+        print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
+                      phase=args.phase))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
     return 0
 

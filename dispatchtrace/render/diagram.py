@@ -16,7 +16,7 @@ from .estimate import check_layout_cost
 
 if TYPE_CHECKING:
     from ..depth import Depth
-    from ..graph import Graph
+    from ..graph import Graph, PhaseView
 
 INSTALL_HINT = (
     "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
@@ -40,13 +40,14 @@ class DiagramOptions:
     source: bool = True
     layout: Layout = "auto"
     force: bool = False  # draw even when dot would take over a minute (``render.estimate``)
+    phase: PhaseView = "forward"
 
 
 def digraph(graph: Graph, o: DiagramOptions) -> graphviz.Digraph:
     """``to_dot(graph, ...)`` with these options."""
     return to_dot(graph, o.depth, predicate=o.predicate, fold=o.fold, params=o.params, noise=o.noise,
                   rankdir=o.rankdir, edge_labels=o.edge_labels, max_nodes=o.max_nodes, title=o.title,
-                  source=o.source, layout=o.layout)
+                  source=o.source, layout=o.layout, phase=o.phase)
 
 
 def source(graph: Graph, o: DiagramOptions) -> bytes:

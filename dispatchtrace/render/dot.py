@@ -12,7 +12,7 @@ from ..views.attrs import attributes, attributes_text
 from ..views.collapse import CollapsedGraph, Edge, Group, Node, Predicate, collapse, resolve_depth
 
 if TYPE_CHECKING:
-    from ..graph import Graph
+    from ..graph import Graph, PhaseView
 
 Rankdir = Literal["TB", "LR"]
 Layout = Literal["auto", "quality", "fast"]
@@ -40,6 +40,8 @@ STYLE: dict[str, dict[str, str]] = {
     "output": {"shape": "oval", "style": "filled", "fillcolor": "#fff2cc", "color": "#d6b656"},
     "tensor": {"shape": "note", "style": "filled", "fillcolor": "#eeeeee", "color": "#aaaaaa", "fontsize": "8"},
 }
+PHASE_FILL = {"backward": "#f8cecc", "recompute": "#ffe6cc", "optimizer": "#e1d5e7"}
+"""Fill of an op node that ran outside the forward, by ``op.phase``."""
 CLUSTER = {"style": "rounded,dashed", "color": "#888888", "fontsize": "10", "labeljust": "l"}
 FOLD_CLUSTER = {"style": "rounded,filled", "fillcolor": "#f0f7ee", "color": "#82b366", "penwidth": "2", "fontsize": "10", "labeljust": "l"}
 
@@ -98,6 +100,8 @@ def _capped(lines: list[str], limit: int = 8) -> list[str]:
 
 def _node_attrs(node: Node, source: bool) -> dict[str, object]:
     style = STYLE["fold" if node.fold > 1 else node.kind]
+    if node.op is not None and node.op.phase in PHASE_FILL:
+        style = {**style, "fillcolor": PHASE_FILL[node.op.phase]}
     return {"label": _node_label(node), "tooltip": _tooltip(node, source), **style}
 
 
@@ -178,6 +182,7 @@ def to_dot(
     title: str | None = None,
     source: bool = True,
     layout: Layout = "auto",
+    phase: PhaseView = "forward",
 ) -> graphviz.Digraph:
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
@@ -191,6 +196,8 @@ def to_dot(
     ``source`` adds each op's source line (``op.source``) to its tooltip; ``edge_labels``
     writes tensor shapes on edges (they are in the edge tooltips either way); ``layout``
     ``"fast"`` trades neatness for speed on dense graphs (``"auto"``: above 300 edges).
+    ``phase`` draws a training step's forward, backward or both (``views.phases``); ops that ran
+    outside the forward are filled by phase (``PHASE_FILL``).
 
     >>> import torch, dispatchtrace as dt
     >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -205,6 +212,9 @@ def to_dot(
     if isinstance(graph, CollapsedGraph):
         cg = graph
     else:
+        from ..views.phases import phase_graph
+
+        graph = phase_graph(graph, phase)
         used, bundle = resolve_depth(graph, depth, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params,
                                      noise=noise)
         cg = collapse(graph, used, predicate=predicate, fold=fold, params=params, noise=noise, bundle=bundle)

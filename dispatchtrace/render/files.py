@@ -10,7 +10,7 @@ from ..depth import AUTO_BUDGET
 from .formats import choose
 
 if TYPE_CHECKING:
-    from ..graph import Call, Graph
+    from ..graph import Call, Graph, PhaseView
     from ..views.collapse import Predicate
     from .dot import Layout, Rankdir
     from .formats import Depth
@@ -36,6 +36,7 @@ def render(
     source: bool = True,
     layout: Layout = "auto",
     force: bool = False,
+    phase: PhaseView = "forward",
 ) -> Path:
     """Write ``graph`` to ``path`` in the format of its suffix (or the one named by ``format``); returns the path.
 
@@ -47,7 +48,8 @@ def render(
     defaults to ``"auto"`` for every format. Each format takes its own options and ignores the
     others', so one set of options writes several formats. The registry (``render.formats``)
     lists every format; ``format="svg"`` writes a path without (or with another) suffix. Nothing
-    is written when drawing fails. A ``.svg`` ``.pdf`` ``.png`` that ``dot`` would take more than a
+    is written when drawing fails. ``phase`` (every format but ``.json``, which holds the whole
+    capture) shows a training step's forward, backward or both (``views.phases``). A ``.svg`` ``.pdf`` ``.png`` that ``dot`` would take more than a
     minute to lay out raises ``DiagramTooLargeError`` before ``dot`` starts, unless ``force=True``.
 
     >>> import tempfile, torch, dispatchtrace as dt
@@ -62,7 +64,7 @@ def render(
     fmt = choose(path, format)
     values = dict(depth=depth, ops=ops, noise=noise, at=at, statements=statements, predicate=predicate, fold=fold,
                   params=params, rankdir=rankdir, edge_labels=edge_labels, max_nodes=max_nodes, title=title,
-                  source=source, layout=layout, force=force)
+                  source=source, layout=layout, force=force, phase=phase)
     data = fmt.write(graph, fmt.options_from(values))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..depth import Depth
-    from ..graph import Call, Graph, Op
+    from ..graph import Call, Graph, Op, PhaseView
     from ..tensors import TensorRef
 
 #: the payload's layout version: bump when a field changes meaning
@@ -54,12 +54,13 @@ OPEN_BUDGET = 30
 class HtmlOptions:
     """What the viewer takes: the ``depth`` it opens at (``"auto"``: the deepest at which the picture
     has at most ``OPEN_BUDGET`` boxes, by the diagrams' rule), ``fold`` repeated blocks at first,
-    ``noise`` ops shown, the page ``title``."""
+    ``noise`` ops shown, the page ``title``, the ``phase`` of a training step it shows (``views.phases``)."""
 
     depth: Depth = "auto"
     fold: bool = True
     noise: bool = False
     title: str | None = None
+    phase: PhaseView = "forward"
 
 
 class _Strings:
@@ -142,7 +143,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     runs = foldable_runs(graph, lambda _: True)
     return {
         "v": VERSION,
-        "title": o.title or (graph.calls[0].type if graph.calls else "capture"),
+        "title": o.title or _title(graph),
         "s": s.items,
         "c": calls,
         "o": ops,
@@ -153,6 +154,13 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         "noise": [] if o.noise else sorted(op.index for op in noise_ops(graph)),
         "open": _open_depth(graph, o),
     }
+
+
+def _title(graph: Graph) -> str:
+    """The model's type, with the phase shown when the graph is a phase view of a training step (``views.phases``)."""
+    name = graph.calls[0].type if graph.calls else "capture"
+    phase = getattr(graph, "phase", "forward")
+    return name if phase == "forward" else f"{name} ({phase})"
 
 
 def _asset(name: str) -> str:
@@ -183,5 +191,7 @@ def page(graph: Graph, o: HtmlOptions) -> str:
 
 
 def write(graph: Graph, o: HtmlOptions) -> bytes:
-    """The page's bytes (UTF-8)."""
-    return page(graph, o).encode("utf-8")
+    """The page's bytes (UTF-8), of the phase view ``o.phase`` of ``graph``."""
+    from ..views.phases import phase_graph
+
+    return page(phase_graph(graph, o.phase), o).encode("utf-8")

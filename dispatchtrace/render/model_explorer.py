@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..graph import Call, Graph, Op
+    from ..graph import Call, Graph, Op, PhaseView
     from ..tensors import TensorRef
     from ..views.costs import Costs
 
@@ -39,15 +39,19 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelExplorerOptions:
-    """What the Model Explorer file takes: ``title``, the collection's label (default: the model's type)."""
+    """What the Model Explorer file takes: ``title``, the collection's label (default: the model's type), and
+    the ``phase`` of a training step it shows (``views.phases``)."""
 
     title: str | None = None
+    phase: PhaseView = "forward"
 
 
 def model_explorer(graph: Graph, o: ModelExplorerOptions) -> bytes:
     """The graph collection as compact JSON with a final newline; the same capture gives the same bytes."""
     from ..views.costs import costs
+    from ..views.phases import phase_graph
 
+    graph = phase_graph(graph, o.phase)
     c = costs(graph)
     label = o.title or (graph.calls[0].type if graph.calls else "capture")
     names = _Namespaces()

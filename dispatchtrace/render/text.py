@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..depth import Depth
-    from ..graph import Call, Graph
+    from ..graph import Call, Graph, PhaseView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,10 +19,11 @@ class TreeOptions:
     noise: bool = False
     at: str | Call | None = None
     statements: bool = False
+    phase: PhaseView = "forward"
 
 
 def tree_text(graph: Graph, o: TreeOptions) -> bytes:
     """The tree as printed, with a final newline."""
     from ..views.tree import tree
 
-    return f"{tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements)}\n".encode()
+    return f"{tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements, phase=o.phase)}\n".encode()

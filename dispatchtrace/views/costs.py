@@ -192,19 +192,24 @@ def _add(a: int | None, b: int | None) -> int | None:
 class Costs:
     """Per-op and per-call costs of one graph, computed on first use and kept."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, shared: Costs | None = None) -> None:
         # the root call and the outputs, not the graph: the per-graph cache below holds Costs
         # weakly keyed by the graph, and a value that held its key would keep it alive forever
         self._root = graph.root
         self._outputs = graph.outputs
         self._ops: dict[int, OpCost] = {}
         self._calls: dict[int, CallCost] = {}
+        # a phase view (``views.phases``) asks its capture's costs for each op it copies
+        self._shared, self._source = shared, getattr(graph, "source_op", None)
 
     def op(self, op: Op) -> OpCost:
         """The cost of one op."""
         cost = self._ops.get(id(op))
         if cost is None:
-            cost = self._ops[id(op)] = op_cost(op)
+            if self._shared is not None and self._source is not None:
+                cost = self._ops[id(op)] = self._shared.op(self._source[op])
+            else:
+                cost = self._ops[id(op)] = op_cost(op)
         return cost
 
     def call(self, call: Call) -> CallCost:
@@ -247,7 +252,8 @@ def costs(graph: Graph) -> Costs:
     """
     cached = _CACHE.get(graph)
     if cached is None:
-        cached = Costs(graph)
+        base = getattr(graph, "base", None)  # a phase view's capture
+        cached = Costs(graph, costs(base) if base is not None else None)
         if graph.complete:
             _CACHE[graph] = cached
     return cached

@@ -65,8 +65,8 @@ def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool)
     def link(src: int | None, i: int, outside: object) -> None:
         if src == -1:
             reads[i].append(outside)
-        elif src is not None and src != i:
-            edges.add((src, i))
+        elif src is not None and src < i:  # later children never feed earlier ones (a phase view's
+            edges.add((src, i))              # backward, ordered by first op, can have such reads)
 
     for i, kid in enumerate(kids):
         ops_ = [kid] if isinstance(kid, Op) else list(kid.all_ops())

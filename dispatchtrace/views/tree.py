@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..depth import AUTO_BUDGET, Depth, check_depth
-from ..graph import Call, Child, Graph, Op
+from ..graph import Call, Child, Graph, Op, PhaseView
 from ..shorten import shapes
 from ..tensors import TensorRef
 from .branches import Par, Series, Tangle, decompose
 from .flow import Flow, dataflow
 from .labels import call_label
 from .noise import OutputKeys, is_noise, output_keys
+from .phases import phase_graph
 from .query import resolve
 from .statements import Statements, key, label, owner, statement_runs, where
 
@@ -99,7 +100,7 @@ def _draw(node: TreeNode, prefix: str, out: list[str]) -> None:
 
 
 def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool = False,
-         at: str | Call | None = None, statements: bool = False) -> Tree:
+         at: str | Call | None = None, statements: bool = False, phase: PhaseView = "forward") -> Tree:
     """The calls of ``graph`` as a tree, opened down to ``depth`` (see ``dispatchtrace.depth``).
 
     ``depth`` counts from the model's call (0), or from the ``at=`` call when given; ``"auto"``
@@ -118,7 +119,9 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     whole parallel blocks) issued by one source line under a ``statement`` node labelled with
     that line (``x = (main_path + parallel_path) / 2  models.py:32``); a branch that is one
     statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
-    statement and stays alone (see ``views.statements``).
+    statement and stays alone (see ``views.statements``). ``phase`` shows a training step's
+    forward, backward (each op under the forward call it belongs to) or both, ops outside the
+    forward then marked ``[backward]`` (see ``views.phases``).
 
     >>> import torch, dispatchtrace as dt
     >>> class Net(torch.nn.Module):
@@ -141,6 +144,7 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     check_depth(depth)
     if not isinstance(noise, bool):
         raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
+    graph = phase_graph(graph, phase)
     root = _root(graph) if at is None else resolve(graph, at)
     stmts = Statements() if statements else None
     outputs = output_keys(graph)
@@ -206,6 +210,8 @@ class _TreeBuilder:
 
     def op(self, op: Op, note: str = "", named: bool = False) -> TreeNode:
         text = f"{op.short} %{op.name}" if named else op.short
+        if op.phase != "forward":
+            text += f" [{op.phase}]"
         return TreeNode("op", text, _shapes(op.outputs), note, op=op)
 
     def node(self, child: Child, note: str = "", named: bool = False) -> TreeNode:
