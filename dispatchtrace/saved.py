@@ -6,9 +6,13 @@ it owns it) with its byte size, and hands autograd back what autograd keeps with
 tensor, or a detached alias of an output); unpack returns it unchanged. What the model computes does
 not change, and no tensor is kept alive beyond what autograd keeps itself.
 
-The private torch calls this leans on are all here: ``torch.autograd._get_sequence_nr`` and
-``Node._sequence_nr`` (which saved tensor is an output of the node being built), and
-``torch._C._autograd``'s ``_top_saved_tensors_default_hooks`` (hooks already set, to pass on to) and
+Which saved tensors are outputs of the node being built is known exactly once that node is complete:
+autograd announces each node it makes, after storing what it saves, to the
+``torch.autograd.graph.node_creation_hook``s; the hooks keep each tensor saved since the last
+announcement pending until then (see ``_Packed``). The private torch calls this leans on are all
+here: ``torch.autograd._get_sequence_nr`` and ``Node._sequence_nr`` (what was saved after an in-place
+op on a view made its ``CopySlices``), and ``torch._C._autograd``'s
+``_top_saved_tensors_default_hooks`` (hooks already set, to pass on to) and
 ``_saved_tensors_hooks_get_disabled_error_message`` (where hooks may not be set).
 
 >>> import torch
@@ -36,6 +40,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .graph import Saved
 
 if TYPE_CHECKING:
+    from torch.autograd.graph import Node
+
     from .graph import Call
 
 _graph_task_id = torch._C._current_graph_task_id
@@ -54,7 +60,8 @@ class SavedHooks:
     without reentrancy, ``save_on_cpu``): the innermost pair of hooks is the one autograd calls.
     """
 
-    __slots__ = ("_stack", "_storage_id", "_alias", "_thread", "_seen", "_hooks", "_outer", "_unpacked")
+    __slots__ = ("_stack", "_storage_id", "_alias", "_thread", "_seen", "_hooks", "_outer", "_unpacked",
+                 "_made", "_pending")
 
     def __init__(self, stack: list[Call], storage_id: Callable[[int], int | None],
                  alias: Callable[[torch.Tensor, torch.Tensor], None] | None = None) -> None:
@@ -67,6 +74,9 @@ class SavedHooks:
         self._seen: dict[int, tuple[StorageWeakRef, int | None, Call]] = {}
         self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
         self._outer: tuple[Callable[[torch.Tensor], Any], Callable[[Any], torch.Tensor]] | None = None
+        self._made: torch.autograd.graph.node_creation_hook | None = None
+        # thread -> what was saved there since autograd last announced a node (see ``_Packed``)
+        self._pending: dict[int, list[_Packed]] = {}
 
     def open(self) -> bool:
         """Push the hooks (``close`` pops them); ``False`` where saved-tensor hooks are disabled
@@ -75,17 +85,33 @@ class SavedHooks:
             return False
         # hooks already in place (an enclosing capture, save_on_cpu) keep working: ours pass on to them
         self._outer = torch._C._autograd._top_saved_tensors_default_hooks(False)
-        hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        hooks.__enter__()
+        made = torch.autograd.graph.node_creation_hook(self._resolve)
+        made.__enter__()
+        self._made = made
+        try:
+            hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+            hooks.__enter__()
+        except BaseException:
+            self.close()
+            raise
         self._hooks = hooks
         return True
 
     def close(self) -> None:
         """Pop the hooks; closing twice is harmless."""
         hooks, self._hooks = self._hooks, None
+        made, self._made = self._made, None
         self._unpacked = None
-        if hooks is not None:
-            hooks.__exit__(None, None, None)
+        try:
+            if hooks is not None:
+                hooks.__exit__(None, None, None)
+        finally:
+            if made is not None:
+                made.__exit__(None, None, None)
+            for pending in self._pending.values():  # saved by no node (a checkpoint's inputs): inputs, kept as they are
+                for p in pending:
+                    p.fn = None
+            self._pending.clear()
 
     def _pack(self, t: torch.Tensor) -> Any:
         if _graph_task_id() == -1 and threading.get_ident() == self._thread and self._stack:
@@ -108,14 +134,34 @@ class SavedHooks:
             version: int | None = t._version
         except Exception:  # noqa: BLE001 - no version counter
             version = None
-        kept = _as_autograd_keeps(t)
-        return kept, version, kept is t
+        packed = _Packed(t, version)
+        fn = t.grad_fn
+        if fn is not None:  # a leaf, or a tensor autograd does not track, is no node's output
+            packed.fn = fn
+            packed.seq = _next_sequence_nr()
+            self._pending.setdefault(threading.get_ident(), []).append(packed)
+        return packed
+
+    def _resolve(self, node: Node) -> None:
+        """``node`` is complete (the node-creation hook): each tensor saved since the last node was
+        announced on this thread is an output of ``node`` or an input, and is kept as autograd keeps it."""
+        pending = self._pending.get(threading.get_ident())
+        if not pending or type(node).__name__ == "AccumulateGrad":  # made as a leaf is wired in, saves nothing
+            return
+        del self._pending[threading.get_ident()]
+        rebased = type(node).__name__ == "CopySlices"
+        made = node._sequence_nr()
+        for p in pending:
+            if p.fn is node or (rebased and p.seq > made):
+                p.tensor = p.tensor.detach()
+                p.original = False
+            p.fn = None
 
     def _unpack(self, packed: Any) -> torch.Tensor:
         outer = self._outer
         if outer is not None:
             return outer[1](packed)
-        t, version, original = packed
+        t, version, original = packed.tensor, packed.version, packed.original
         if version is not None and t._version != version:
             # with hooks set, autograd leaves this check to them: it is autograd's own, message included
             raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
@@ -151,20 +197,32 @@ def _unknown(key: int) -> int | None:
     return None
 
 
-def _as_autograd_keeps(t: torch.Tensor) -> torch.Tensor:
-    """What autograd itself would keep for ``t``: the tensor, except for an output of the node being
-    built (its ``grad_fn`` is the node made last on this thread), which it keeps detached.
+class _Packed:
+    """What the pack hook hands autograd for one saved tensor: the tensor, or a detached alias of it once
+    it is known to be an output of the node that saved it, which is what autograd itself keeps.
 
     A hook handing back such an output as it is would make a cycle through C++ that no garbage
     collector breaks (output -> node -> saved output): the activations of every step would leak.
-    Without hooks autograd detaches exactly these (``SavedVariable`` on a non-leaf output), and that
-    ``aten.detach`` reaches the dispatch mode; the ``detach()`` here is the same op at the same
-    point, so a capture records the same ops with the hooks as without them. One input looks like an
-    output: the clone of ``self`` an in-place op saves (``hardswish_``, ``mul_``) was made after the
-    op's node; ``clone`` itself saves nothing, so a saved tensor made last by ``clone`` is that input.
-    """
-    fn = t.grad_fn
-    if fn is not None and fn._sequence_nr() == _next_sequence_nr() - 1 and type(fn).__name__ != "CloneBackward0":
-        return t.detach()
-    return t
+    Without hooks autograd detaches exactly these (``SavedVariable`` with ``is_output`` on a non-leaf),
+    and that ``aten.detach`` reaches the dispatch mode; the ``detach()`` here is the same op at the
+    same point of the op stream (after the op, before its node is announced), so a capture records
+    the same ops with the hooks as without them.
 
+    Which node saved a tensor is not known while it is packed, only once the node is announced, and
+    autograd announces each node right after storing what it saves: a tensor saved since the last
+    announcement on its thread is an output of the announced node when its ``grad_fn`` is that node
+    (``fn``; the op's result, an in-place op's ``self``, a custom ``Function``'s output), or, for the
+    ``CopySlices`` an in-place op on a view is rebased on, when it was saved after that node was made
+    (``seq``: the op's inputs are saved before the op runs, its output after). Anything else is an
+    input (a custom ``Function``'s inputs, the clone of ``self`` an in-place op saves, a
+    non-reentrant ``checkpoint``'s inputs, which no node saves) and stays as it is.
+    """
+
+    __slots__ = ("tensor", "version", "original", "fn", "seq")
+
+    def __init__(self, tensor: torch.Tensor, version: int | None) -> None:
+        self.tensor = tensor
+        self.version = version
+        self.original = True
+        self.fn: Node | None = None
+        self.seq = 0

@@ -268,3 +268,71 @@ def test_saved_survives_json() -> None:
     data["saved"] = [[0, -4, 1]]
     with pytest.raises(FormatError, match="saved entry"):
         loads(json.dumps(data))
+
+
+class _Recorded(CountOps):
+    """An empty dispatch mode that keeps each op's name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        self.targets.append(str(func))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+class Tripled(torch.autograd.Function):
+    """Saves its input and its output: only the output is kept detached by autograd."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        out = a * 3
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        a, out = ctx.saved_tensors
+        return grad * out / a
+
+
+class Saving(nn.Module):
+    """A block input made by the op just before a non-reentrant checkpoint, a custom Function, and
+    in-place ops on a view (saving their result) and on a whole tensor (saving a clone of its input)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.block = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x).exp()
+        h = checkpoint(self.block, h, use_reentrant=False)
+        h = Tripled.apply(h.sigmoid()) + 1
+        h[0].sigmoid_()
+        return nn.functional.hardswish(h * 2, inplace=True).sum(1)
+
+
+def test_the_ops_are_those_of_a_plain_run_whatever_saves_the_tensor() -> None:
+    torch.manual_seed(0)
+    net, x = Saving(), torch.randn(3, 8)
+    with _Recorded() as plain:
+        net(x).sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad(set_to_none=True)
+    with dt.capture(net, saved=False) as unhooked:
+        net(x).sum().backward()
+    net.zero_grad(set_to_none=True)
+    with dt.capture(net) as g:
+        net(x).sum().backward()
+    assert [op.target for op in g.ops] == [op.target for op in unhooked.ops] == plain.targets
+    assert plain.targets.count("aten.detach.default") > 0 and len(g.saved) > 0
+    for a, p in zip(grads, net.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, a, rtol=0, atol=0)
+    with dt.capture(net):  # no saved output outlives what autograd keeps
+        out = net(x)
+    weak = StorageWeakRef(out.untyped_storage())
+    del out
+    gc.collect()
+    assert weak.expired()
