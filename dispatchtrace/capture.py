@@ -13,9 +13,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.hooks import RemovableHandle
 
 from .collector import Paused
+from .dtensor import RUNNING, dtensor_type, faking
 from .graph import Graph
 from .literals import LIMIT
-from .dtensor import RUNNING, dtensor_type, faking
 from .recorder import Recorder
 from .saved import SavedHooks
 from .scope import Scope
