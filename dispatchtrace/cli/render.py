@@ -20,11 +20,11 @@ def parser() -> argparse.ArgumentParser:
         description="Show or draw a capture saved with g.save('trace.json') (or `dispatchtrace MODEL -o trace.json`); "
         "no model and no torch tensors needed.",
         examples=["dispatchtrace render trace.json -o out.svg --depth 2", "dispatchtrace render trace.json --summary",
-                  "dispatchtrace render trace.json --at max_pool#2 --ops",
-                  "dispatchtrace render 'trace.rank*.json' -o ranks.html"],
+                  "dispatchtrace render trace.json --at max_pool#2 --ops"],
     )
     p.add_argument("trace", metavar="TRACE.json", nargs="+",
-                   help="a capture written by g.save(path); several rank files (or a glob) with -o ranks.html: one page for all ranks")
+                   help="a capture written by g.save(path); several rank files, or a glob ('trace.rank*.json'), "
+                   "with -o ranks.html: one page with a tab per rank and their collectives aligned")
     add_view_arguments(p, summary=True)
     add_output_arguments(p)
     p.add_argument("--summary", action="store_true",
