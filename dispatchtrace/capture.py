@@ -13,9 +13,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.hooks import RemovableHandle
 
 from .collector import Paused
+from .dtensor import RUNNING, dtensor_type, faking
 from .graph import Graph
 from .literals import LIMIT
-from .dtensor import RUNNING, dtensor_type, faking
 from .recorder import Recorder
 from .saved import SavedHooks
 from .scope import Scope
@@ -63,12 +63,13 @@ class OpMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
-        if types and self._dt is not None and self._dt in types and _graph_task_id() == -1:
+        if types and self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
             return self._dtensor_op(func, args, kwargs)
         out = func(*args, **kwargs)
+        if RUNNING.depth and faking():  # DTensor's sharding propagation runs on fake tensors
+            return out
         if _graph_task_id() == -1:
-            if not (RUNNING.depth and faking()):  # DTensor's sharding propagation runs on fake tensors
-                self._forward(func, args, kwargs, out)
+            self._forward(func, args, kwargs, out)
         elif self._ours is None or not self._ours(func, args, out):
             self._backward(func, args, kwargs, out)
         return out

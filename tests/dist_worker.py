@@ -9,6 +9,7 @@ Started by tests/test_distributed.py under a hard timeout (a hang fails the test
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import warnings
@@ -129,7 +130,36 @@ def ddp(rank: int, world: int) -> nn.Module:
     return DistributedDataParallel(Normed())  # broadcasts its buffers from rank 0 before each forward
 
 
+def ddp_step(rank: int, world: int) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    # buckets of at most 600 bytes: the block's 296 floats (1184 B) go in several buckets, in reverse order
+    return DistributedDataParallel(Normed(), bucket_cap_mb=600 / 2**20)
+
+
+def _training(model: nn.Module, rank: int, input_grad: bool = False) -> object:
+    """One training step on this rank's own batch: forward, loss, backward, SGD step (``input_grad``:
+    the batch requires grad, so that a tensor-parallel backward all-reduces its gradient)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = (torch.arange(32, dtype=torch.float32).reshape(4, 8) / 32 + rank).requires_grad_(input_grad)
+
+    def step() -> None:
+        model(x).square().sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    return step
+
+
 def _forward(case: str, rank: int, world: int) -> tuple[nn.Module | None, object]:
+    if case.endswith("_step"):
+        torch.manual_seed(0)
+        model = {"ddp_step": ddp_step, "fsdp_step": fsdp, "tp_step": tp}[case](rank, world)
+        step = _training(model, rank, input_grad=case == "tp_step")
+        if case == "ddp_step":
+            step()  # after its first step DDP rebuilds its buckets in the order the gradients came
+        return model, step
     if case in ("functional", "c10d"):
         fn = functional if case == "functional" else c10d
         return None, lambda: fn(rank, world)
@@ -151,10 +181,16 @@ def main(rank: int, case: str, world: int, port: int, out: str) -> None:
                                 timeout=timedelta(seconds=60))
     try:
         model, forward = _forward(case, rank, world)
-        with torch.no_grad(), dt.capture(model) as g:
+        grad = torch.enable_grad() if case.endswith("_step") else torch.no_grad()
+        with grad, dt.capture(model) as g:
             forward()
         g.save(dt.rank_path(os.path.join(out, "trace.json")))
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        if case == "ddp_step":  # the reducer's own buckets, to check the capture's attribution against
+            names = {id(p): n for n, p in model.named_parameters()}
+            buckets = [[names[id(p)] for p in b.parameters()] for b in model.reducer._get_zeros_like_grad_buckets()]
+            with open(os.path.join(out, f"buckets.rank{rank}.json"), "w") as f:
+                json.dump(buckets, f)
+        with grad, FlopCounterMode(display=False) as counter:
             forward()
         with open(os.path.join(out, f"flops.rank{rank}.txt"), "w") as f:
             f.write(str(counter.get_total_flops()))

@@ -4,6 +4,7 @@ collective where a rank-dependent forward diverges. Each run is a subprocess und
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -144,5 +145,74 @@ def test_mismatch_on_a_skipped_collective_four_ranks(tmp_path):
     assert sides[1] is not None and sides[1].kind == "all_gather" and sides[0].op.call.path == ""
     text = str(found)
     assert "rank 1: %all_gather_into_tensor all_gather f32[2, 8] -> f32[8, 8] in Skips  " in text
-    assert "dist_worker.py:84 return fc.all_gather_tensor(x, 0, dist.group.WORLD)" in text
+    line = next(i for i, t in enumerate(WORKER.read_text().splitlines(), 1) if "return fc.all_gather_tensor(x, 0" in t)
+    assert f"dist_worker.py:{line} return fc.all_gather_tensor(x, 0, dist.group.WORLD)" in text
     assert text.count("dist.all_reduce(x)") == 3  # ranks 0, 2, 3 wait in their second all-reduce
+
+
+# ---- training steps: the collectives of backward, attributed ------------------------------------
+
+
+def _phases(g: dt.Graph) -> set[str]:
+    return {op.phase for op in g.ops}
+
+
+def test_ddp_step_bucket_all_reduces_name_their_parameters(tmp_path):
+    ranks = run_ranks("ddp_step", 2, tmp_path)
+    for rank, g in ranks.items():
+        g.lint()
+        assert _phases(g) == {"forward", "backward", "optimizer"}
+        reduces = [c for c in g.collectives() if c.kind == "all_reduce"]
+        assert [c.op.phase for c in reduces] == ["backward", "backward"]  # two buckets of at most 600 B
+        buckets = json.loads((tmp_path / f"buckets.rank{rank}.json").read_text())  # the reducer's own
+        assert [sorted(c.params) for c in reduces] == [sorted(b) for b in buckets]
+        assert sum(len(c.params) for c in reduces) == 6 and "module.norm.weight" in reduces[0].params
+        assert all(c.received == 4 * sum(_numel(g, p) for p in c.params) for c in reduces)  # f32 gradients
+        assert g.costs().total.flops == _flops(tmp_path, rank)
+    assert mismatch(ranks) is None
+
+
+def _numel(g: dt.Graph, name: str) -> int:
+    ref = next(r for op in g.ops for r in op.inputs if r.name == name)
+    return ref.numel
+
+
+def test_fsdp2_step_all_gathers_and_reduce_scatters_serve_their_module(tmp_path):
+    ranks = run_ranks("fsdp_step", 2, tmp_path)
+    for rank, g in ranks.items():
+        g.lint()
+        found = [(c.kind, c.op.phase, c.serves.path, c.region) for c in g.collectives()]
+        assert found == [  # forward all-gathers a then b; backward re-gathers b, prefetches a, reduces b then a
+            ("all_gather", "forward", "a", "FSDP::all_gather (a)"), ("all_gather", "forward", "b", "FSDP::all_gather (b)"),
+            ("all_gather", "backward", "b", "FSDP::all_gather (b)"), ("all_gather", "backward", "a", "FSDP::all_gather (a)"),
+            ("reduce_scatter", "backward", "b", "FSDP::post_backward_reduce (b)"),
+            ("reduce_scatter", "backward", "a", "FSDP::post_backward_reduce (a)")]
+        scatters = [c for c in g.collectives() if c.kind == "reduce_scatter"]
+        assert all(c.shapes == "f32[280] -> f32[140]" and c.reduce == "avg" for c in scatters)
+        assert [sorted(c.params) for c in scatters] == [
+            [f"{m}.{p}" for p in ("down.bias", "down.weight", "up.bias", "up.weight")] for m in ("b", "a")]
+        # the parameters' unsharded shapes in forward, their sharded ones (dim 0 halved) where SGD updates them
+        shapes = {(r.name, op.phase, r.shape) for op in g.ops for r in op.inputs if r.kind == "parameter"}
+        assert {("a.up.weight", "forward", (16, 8)), ("a.up.weight", "optimizer", (8, 8)),
+                ("a.down.weight", "optimizer", (4, 16))} <= shapes
+        assert g.costs().total.flops == _flops(tmp_path, rank)
+    assert mismatch(ranks) is None
+
+
+def test_tensor_parallel_step_backward_at_both_levels(tmp_path):
+    ranks = run_ranks("tp_step", 2, tmp_path)
+    for rank, g in ranks.items():
+        g.lint()
+        mms = [op for op in g.ops if op.phase == "backward" and op.target == "aten.mm.default"]
+        # backward's DTensor ops run as local ops on the shards, each attributed to its forward call
+        assert mms and all(op.dtensor is not None and op.origin.path in ("up", "down") for op in mms)
+        assert all(r.shape != (16, 8) and r.shape != (8, 16) for op in mms for r in op.inputs)  # no global shapes
+        (fwd, bwd) = g.collectives()
+        assert (fwd.op.phase, bwd.op.phase) == ("forward", "backward")
+        # the batch's gradient: up's column shards each give a partial sum, all-reduced in backward by the
+        # redistribution of DTensor.from_local's backward (no DTensor-level op: it runs on the local gradient)
+        assert bwd.kind == "all_reduce" and bwd.shapes == "f32[4, 8] -> f32[4, 8]" and bwd.serves.path == "up"
+        assert bwd.wait is not None and bwd.params == ()
+        # FlopCounterMode counts backward's DTensor-level matmuls at global shapes too: world x this rank's
+        assert g.costs().total.flops * 2 == _flops(tmp_path, rank)
+    assert mismatch(ranks) is None

@@ -121,3 +121,32 @@ def test_nested_captures_record_the_same_local_ops(tp_mlp):
     outer.lint()
     assert [op.target for op in outer.ops] == [op.target for op in inner.ops]  # no fake or bookkeeping ops
     assert all(op.dtensor is None for op in outer.ops)  # the inner capture ran the DTensor ops
+
+
+def test_a_training_step_runs_backward_at_both_levels_too(tp_mlp):
+    model, x = tp_mlp
+    x = x.clone().requires_grad_()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    with dt.capture(model) as g:
+        step()
+    g.lint()
+    backward = [op for op in g.ops if op.phase == "backward"]
+    mms = [op for op in backward if op.target == "aten.mm.default"]
+    # the weight and input gradients of both layers, each run as local ops on the shards (no global 32-wide
+    # shape), pointing to the DTensor-level mm it ran for and to the forward call it differentiates
+    assert len(mms) == 4 and all(op.dtensor is not None and op.dtensor.target == "aten.mm.default" for op in mms)
+    assert {op.origin.path for op in mms} == {"0", "2"}
+    assert all(32 not in r.shape for op in mms for r in op.inputs) and any(4 in r.shape for op in mms for r in op.inputs)
+    assert {op.param for op in backward if op.param} == {"0.weight", "2.weight", "input"}  # x is a leaf too
+    # the input's gradient: partial sums of the column shards, all-reduced in backward for layer 0's call
+    (c,) = [c for c in g.collectives() if c.op.phase == "backward"]
+    assert c.kind == "all_reduce" and c.shapes == "f32[4, 16] -> f32[4, 16]" and c.serves.path == "0"
+    with FlopCounterMode(display=False) as counter:
+        step()
+    assert g.costs().total.flops * 8 == counter.get_total_flops()  # every matmul is tensor parallel

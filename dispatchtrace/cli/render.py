@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,9 @@ def parser() -> argparse.ArgumentParser:
         examples=["dispatchtrace render trace.json -o out.svg --depth 2", "dispatchtrace render trace.json --summary",
                   "dispatchtrace render trace.json --at max_pool#2 --ops"],
     )
-    p.add_argument("trace", metavar="TRACE.json", help="a capture written by g.save(path)")
+    p.add_argument("trace", metavar="TRACE.json", nargs="+",
+                   help="a capture written by g.save(path); several rank files, or a glob ('trace.rank*.json'), "
+                   "with -o ranks.html: one page with a tab per rank and their collectives aligned")
     add_view_arguments(p, summary=True)
     add_output_arguments(p)
     p.add_argument("--summary", action="store_true",
@@ -33,7 +36,9 @@ def run(argv: Sequence[str]) -> int:
     """Entry point of ``dispatchtrace render``; returns the exit status."""
     args = parser().parse_args(list(argv))
     check_outputs(args.output)
-    graph = read(args.trace)
+    if len(args.trace) > 1 or glob.has_magic(args.trace[0]):
+        return _ranks(args)
+    graph = read(args.trace[0])
     show_tree = (not args.output and not args.summary) or args.tree
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
@@ -45,6 +50,24 @@ def run(argv: Sequence[str]) -> int:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
                       phase=args.phase))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
+    return 0
+
+
+def _ranks(args: argparse.Namespace) -> int:
+    """Several rank files: one HTML page with a tab per rank and their collectives aligned."""
+    from ..ranks import load_ranks
+    from ..render.ranks import write_ranks
+
+    pages = [o for o in args.output or [] if o.lower().endswith((".html", ".htm"))]
+    if not pages or len(pages) != len(args.output):
+        raise CliError("several rank files render to one HTML page only: add -o ranks.html")
+    try:
+        ranks = load_ranks(args.trace[0] if len(args.trace) == 1 else args.trace)
+    except (FormatError, ValueError, FileNotFoundError) as e:
+        raise CliError(str(e)) from e
+    for out in pages:
+        write_ranks(ranks, out)
+        print(f"wrote {out} ({len(ranks)} ranks)", file=sys.stderr)
     return 0
 
 

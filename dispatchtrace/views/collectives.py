@@ -17,6 +17,7 @@ from ..collectives import Group
 from ..graph import Call, Graph, Op
 from ..structure import iter_leaves
 from ..tensors import TensorRef, itemsize
+from .serves import Gradients, serves
 
 # target (without overload) -> (kind, argument positions of what this rank sends, of what it receives;
 # -1: the op's results), the reduce op's position, the peer / root's position
@@ -80,6 +81,9 @@ class Collective:
     ``None`` for c10d ops (they return after the work is issued) and unused results.
     ``region``: the innermost ``torch.profiler.record_function`` range open around it, as
     ``fully_shard`` labels its work (``FSDP::all_gather (layers.0)``), else ``None``.
+    ``serves``: the module call it serves (``views.serves``: the module a ``fully_shard`` region
+    names, else a forward op's call, a backward op's origin). ``params``: the parameters whose
+    gradients it sends (DDP's bucket, FSDP2's reduce-scatter), in the order they were made.
     """
 
     op: Op
@@ -92,6 +96,8 @@ class Collective:
     shapes: str
     wait: Op | None
     region: str | None = None
+    serves: Call | None = None
+    params: tuple[str, ...] = ()
 
     @property
     def call(self) -> Call:
@@ -103,8 +109,9 @@ class Collective:
         peer = f" peer {self.peer}" if self.peer is not None else ""
         wait = f", waited at %{self.wait.name}" if self.wait is not None else ""
         wait += f" [{self.region}]" if self.region else ""
+        wait += f" for {', '.join(self.params)}" if self.params else ""
         return (f"%{self.op.name} {self.kind}{reduce} {self.shapes} {group}{peer}: "
-                f"sends {_size(self.sent)}, receives {_size(self.received)}{wait}  # {self.op.call.label}")
+                f"sends {_size(self.sent)}, receives {_size(self.received)}{wait}  # {(self.serves or self.op.call).label}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,7 @@ def collectives(graph: Graph) -> Collectives:
     """Every collective op of ``graph`` (c10d and functional), in execution order."""
     out = []
     regions: list[str] = []
+    grads = Gradients(graph)
     for op in graph.ops:
         if op.target == _ENTER:
             regions.append(str(op.args[0]) if op.args else "")
@@ -152,7 +160,10 @@ def collectives(graph: Graph) -> Collectives:
         entry = _C10D.get(op.target.rpartition(".")[0])
         if entry is not None:
             c = _collective(op, *entry)
-            out.append(dataclasses.replace(c, region=regions[-1]) if regions else c)
+            region = regions[-1] if regions else None
+            sent = [r.storage for i in entry[1] for r in _refs(op, i)]
+            out.append(dataclasses.replace(c, region=region, serves=serves(graph, op, region),
+                                           params=grads.params(op, sent)))
     return Collectives(tuple(out))
 
 

@@ -69,7 +69,8 @@ def _ordinal(n: int) -> str:
     return f"{n}{({1: 'st', 2: 'nd', 3: 'rd'}).get(n % 10, 'th')}"
 
 
-def _key(c: Collective) -> tuple[object, ...]:
+def agreement_key(c: Collective) -> tuple[object, ...]:
+    """What must be equal for ranks to agree on a collective: kind, reduce op, root, dtypes, shapes."""
     dtypes = tuple(r.dtype for r in c.op.inputs)
     shapes = "" if c.kind == "all_to_all" else c.shapes  # uneven splits are legal
     return (c.kind, c.reduce, c.peer if c.kind in ("broadcast", "reduce", "gather", "scatter") else None, dtypes, shapes)
@@ -79,7 +80,7 @@ def _difference(a: Collective | None, b: Collective | None) -> str:
     if a is None or b is None:
         return "a rank issued fewer collectives (the others wait for it forever)"
     for name, x, y in (("kind", a.kind, b.kind), ("reduce op", a.reduce, b.reduce), ("root", a.peer, b.peer),
-                       ("dtype", _key(a)[3], _key(b)[3]), ("shapes", a.shapes, b.shapes)):
+                       ("dtype", agreement_key(a)[3], agreement_key(b)[3]), ("shapes", a.shapes, b.shapes)):
         if x != y:
             return f"{name} differs ({x} vs {y})"
     return "they differ"
@@ -103,7 +104,7 @@ def mismatch(ranks: Mapping[int, Graph]) -> Mismatch | None:
             continue
         for i in range(max(len(s) for s in seqs.values())):
             at = {r: s[i] if i < len(s) else None for r, s in seqs.items()}
-            keys = {r: None if c is None else _key(c) for r, c in at.items()}
+            keys = {r: None if c is None else agreement_key(c) for r, c in at.items()}
             if len(set(keys.values())) == 1:
                 continue
             ref_rank = next(iter(at))
