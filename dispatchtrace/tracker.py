@@ -103,24 +103,17 @@ _dtype_names: dict[torch.dtype, str] = {}
 _device_names: dict[torch.device, str] = {}
 
 
-def _meta(t: Tensor, shapes: dict[tuple[int | str, ...], tuple[int | str, ...]]) -> tuple[tuple[int | str, ...], str, str]:
-    """Shape, dtype and device names of ``t``; equal shapes are one tuple (``shapes`` keeps them)."""
+def _shape(t: Tensor) -> tuple[int | str, ...]:
+    """The shape of ``t`` as ``TensorRef.shape`` holds it: ints, symbolic sizes as text."""
     try:
         shape = tuple(t.shape)
     except RuntimeError:  # nested tensors have no sizes: ragged dimensions are "*"
         shape = tuple(_size_or_star(t, i) for i in range(t.dim()))
-    if type(t) is not Tensor and not all(type(s) is int for s in shape):  # symbolic sizes (fake tensors)
-        shape = tuple(s if type(s) is int else str(s) for s in shape)
-    shape = shapes.setdefault(shape, shape)
-    dt = t.dtype
-    dname = _dtype_names.get(dt)
-    if dname is None:
-        dname = _dtype_names[dt] = str(dt).removeprefix("torch.")
-    dev = t.device
-    devname = _device_names.get(dev)
-    if devname is None:
-        devname = _device_names[dev] = str(dev)
-    return shape, dname, devname
+    if type(t) is not Tensor:  # symbolic sizes (fake tensors)
+        for s in shape:
+            if type(s) is not int:
+                return tuple(s if type(s) is int else str(s) for s in shape)
+    return shape
 
 
 def _size_or_star(t: Tensor, dim: int) -> int | str:
@@ -140,6 +133,8 @@ class Tracker:
         self._namer = namer
         self._storages: dict[int, StorageState] = {}
         self._tensors: dict[int, TensorState] = {}
+        self.live = self._tensors
+        """``id(tensor) -> TensorState`` (check ``state.wr() is tensor``): read inline by ``Recorder.op``."""
         self._next_ref = 0
         self._next_sid = 0
         self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
@@ -182,7 +177,16 @@ class Tracker:
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
-        shape, dtype, device = _meta(t, self._shapes)
+        shape = _shape(t)
+        shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
+        try:
+            dtype = _dtype_names[t.dtype]
+        except KeyError:
+            dtype = _dtype_names[t.dtype] = str(t.dtype).removeprefix("torch.")
+        try:
+            device = _device_names[t.device]
+        except KeyError:
+            device = _device_names[t.device] = str(t.device)
         self._next_ref += 1
         return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name,
                          slot)
