@@ -96,7 +96,7 @@ class Recorder:
             positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
         else:
-            inputs = [ref_of(t) for t in tensors_in(args)]
+            inputs = self.tracker.refs(tensors_in(args))
         call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
         self.builder.set_call_inputs(call, inputs)
         if positional is not None:
@@ -175,7 +175,7 @@ class Recorder:
             ref = ref_of(output)
             self.builder.set_call_result(call, (ref,), ref)
         else:
-            self.builder.set_call_result(call, [ref_of(t) for t in tensors_in(output)], template(output, ref_of))
+            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:

@@ -216,7 +216,22 @@ class Tracker:
 
     def ref_of(self, t: Tensor) -> TensorRef:
         """The ref of ``t`` as of now (``refreshed(t).ref``)."""
+        s = self._tensors.get(id(t))
+        if s is not None and s.ref.version == s.storage.version and s.wr() is t:
+            return s.ref
         return self.refreshed(t).ref
+
+    def refs(self, tensors: list[Tensor]) -> list[TensorRef]:
+        """``[ref_of(t) for t in tensors]``, without a call per tensor already known and unwritten."""
+        live = self._tensors
+        out = []
+        for t in tensors:
+            s = live.get(id(t))
+            if s is not None and s.ref.version == s.storage.version and s.wr() is t:
+                out.append(s.ref)
+            else:
+                out.append(self.refreshed(t).ref)
+        return out
 
     def produced(self, t: Tensor, op: Op, written: bool, slot: int = 0) -> TensorRef:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
