@@ -224,11 +224,17 @@ class Recorder:
                 self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
             else:
                 self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
+        elif isinstance(out, Tensor):  # the common case, inline
+            ref = self._produced(out, op, False)
+            sid = ref.storage
+            is_view = False
+            for r in inputs:
+                if r.storage == sid:
+                    is_view = True
+                    break
+            self.builder.set_outputs(op, (ref,), is_view=is_view)
         else:
-            if isinstance(out, Tensor):
-                outputs = (self._produced(out, op, False),)
-            else:
-                outputs = self._record_outputs(op, out, ())
+            outputs = self._record_outputs(op, out, ())
             self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
         if self._sites is not None:
             self._sites.append(user_site(3))
@@ -290,10 +296,10 @@ class Recorder:
         _add_dataflow_inputs(graph)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
-            for op, site in zip(graph.ops, self._sites, strict=True):
-                op.source = table.resolve(site)
-            for call, site in zip(graph.calls, self._call_sites, strict=True):
-                call.source = table.resolve(site)
+            for op, src in zip(graph.ops, table.resolve_all(self._sites), strict=True):
+                op.source = src
+            for call, src in zip(graph.calls, table.resolve_all(self._call_sites), strict=True):
+                call.source = src
         self.tracker.close()
         self.names.clear()
         self._pending.clear()

@@ -67,3 +67,15 @@ class SourceTable:
             text = linecache.getline(code.co_filename, line).strip()
             src = self._cache[site] = Source(code.co_filename, line, code.co_qualname, text)
         return src
+
+    def resolve_all(self, sites: list[Site | None]) -> list[Source | None]:
+        """``[resolve(site) for site in sites]``, one call for a whole capture's sites."""
+        cache = self._cache
+        out: list[Source | None] = []
+        for site in sites:
+            if site is None:
+                out.append(None)
+                continue
+            src = cache.get(site)
+            out.append(src if src is not None else self.resolve(site))
+        return out

@@ -177,7 +177,13 @@ class Tracker:
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
-        shape = _shape(t)
+        if type(t) is Tensor:
+            try:
+                shape = tuple(t.shape)
+            except RuntimeError:  # nested
+                shape = _shape(t)
+        else:
+            shape = _shape(t)
         shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
         try:
             dtype = _dtype_names[t.dtype]
@@ -240,7 +246,17 @@ class Tracker:
             # written in place and returned: the same tensor object (a buffer stays a buffer)
             storage, kind, name = s.storage, s.ref.kind, s.ref.name
         else:
-            storage, kind, name = self._storage(t), "activation", None
+            kind, name = "activation", None
+            try:  # _storage(t), inline: once per op output
+                st = t.untyped_storage()
+                cdata = st._cdata
+            except Exception:  # noqa: BLE001 - no storage: _storage makes one for this object
+                storage = self._storage(t)
+            else:
+                storage = self._storages.get(cdata)  # type: ignore[assignment]
+                if storage is None:
+                    self._next_sid += 1
+                    storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
         ref = self._new_ref(t, storage, op, kind, name, slot)
         self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return ref
