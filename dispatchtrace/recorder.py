@@ -40,7 +40,7 @@ class Recorder:
         self._sites: list[Site | None] | None = [] if source else None
         self._call_sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
-        self.tracker = Tracker(self._classify)
+        self.tracker = Tracker(self._classify, self.names.by_id)
         self._live = self.tracker.live
         self._produced = self.tracker.produced
         self._inputs: list[TensorRef] = []  # the op being recorded: what its arguments read
@@ -309,13 +309,12 @@ class Recorder:
 def _add_params(graph: Graph) -> None:
     """Parameter counts per call (own, and with children), while the modules are still alive."""
     modules: dict[int, nn.Module] = {}
-    for call in graph.calls:
-        module = call.module
+    of_calls = [call.module for call in graph.calls]
+    for module in of_calls:
         if module is not None:
             modules.setdefault(id(module), module)
     counts, total = count_params(list(modules.values()))
-    for call in graph.calls:
-        module = call.module
+    for call, module in zip(graph.calls, of_calls, strict=True):
         if module is not None:
             call.params, call.self_params = counts[id(module)]
     graph.root.params, graph.root.self_params = total, 0

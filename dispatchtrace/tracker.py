@@ -127,10 +127,13 @@ Namer = Callable[[Tensor], "tuple[Kind, str | None]"]
 
 
 class Tracker:
-    """Maps live tensors to refs. ``namer`` classifies a tensor seen for the first time."""
+    """Maps live tensors to refs. ``namer`` classifies a tensor seen for the first time; ``named``
+    (``id -> (tensor, kind, name)``, as ``names.Names.by_id`` keeps the model's parameters and buffers)
+    is read first, inline, so a parameter met for the first time costs no call to ``namer``."""
 
-    def __init__(self, namer: Namer) -> None:
+    def __init__(self, namer: Namer, named: dict[int, tuple[Tensor, str, str]] | None = None) -> None:
         self._namer = namer
+        self._named = named if named is not None else {}
         self._storages: dict[int, StorageState] = {}
         self._tensors: dict[int, TensorState] = {}
         self.live = self._tensors
@@ -203,8 +206,12 @@ class Tracker:
         if s is not None and s.wr() is t:
             return s
         storage = self._storage(t)
-        kind, name = self._namer(t)
-        ref = self._new_ref(t, storage, None, kind, name)
+        entry = self._named.get(id(t))
+        if entry is not None and entry[0] is t:
+            kind, name = entry[1], entry[2]
+        else:
+            kind, name = self._namer(t)
+        ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
         self.external.append(ref)
         s = self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return s
