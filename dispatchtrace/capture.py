@@ -147,8 +147,9 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         keywords = scope = phases = saved = None
         try:
             recorder = Recorder(self._model, source=self._source, constants=self._constants)
-            scope = Scope(recorder.enter, recorder.exit, recorder.note)
             phases = Phases(recorder)
+            scope = Scope(recorder.enter, recorder.exit, recorder.note,
+                          recompute=(phases.recompute_enter, phases.recompute_exit))
             saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
             mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end))
             phases.open()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -24,6 +23,8 @@ class Names:
     def __init__(self, model: Any = None) -> None:
         self._modules: dict[int, tuple[nn.Module, str]] = {}
         self._tensors: dict[int, tuple[torch.Tensor, str, str]] = {}
+        self.by_id = self._tensors
+        """``id -> (tensor, kind, name)`` of the parameters and buffers learned so far (check ``is``)."""
         if isinstance(model, nn.Module):
             self._learn(model, "")
 
@@ -32,20 +33,38 @@ class Names:
         self._tensors.clear()
 
     def _learn(self, module: nn.Module, prefix: str) -> None:
-        for path, mod in _walk(module, prefix):
-            if id(mod) in self._modules:
+        """Every module below ``module`` (``prefix`` its path) and its parameters and buffers, first
+        path first, in the order of ``module.named_modules(prefix=prefix, remove_duplicate=False)``;
+        the ``_orig_mod`` of a ``torch.compile`` wrapper at the wrapper's own path. One walk, no
+        generator per level (a model's tree is walked once per capture)."""
+        modules, tensors = self._modules, self._tensors
+        compiled: dict[type, bool] = {}
+        todo = [(prefix, module)]
+        while todo:
+            path, mod = todo.pop()
+            if id(mod) in modules:  # met before under another path: so was everything below it
                 continue
-            self._modules[id(mod)] = (mod, path)
+            modules[id(mod)] = (mod, path)
             dot = f"{path}." if path else ""
             for name, p in mod._parameters.items():
-                if p is not None and id(p) not in self._tensors:
-                    self._tensors[id(p)] = (p, "parameter", dot + name)
+                if p is not None and id(p) not in tensors:
+                    tensors[id(p)] = (p, "parameter", dot + name)
                     local = _local_shard(p)
                     if local is not None:  # a DTensor parameter: its local ops read this rank's shard
-                        self._tensors.setdefault(id(local), (local, "parameter", dot + name))
+                        tensors.setdefault(id(local), (local, "parameter", dot + name))
             for name, b in mod._buffers.items():
-                if b is not None and id(b) not in self._tensors:
-                    self._tensors[id(b)] = (b, "buffer", dot + name)
+                if b is not None and id(b) not in tensors:
+                    tensors[id(b)] = (b, "buffer", dot + name)
+            children = mod._modules
+            if children:
+                cls = type(mod)
+                wrapper = compiled.get(cls)
+                if wrapper is None:
+                    wrapper = compiled[cls] = hidden_kind(mod) == "compiled"
+                below = [(path if wrapper and name == "_orig_mod" else dot + name, child)
+                         for name, child in children.items() if child is not None]
+                below.reverse()  # popped in order
+                todo += below
 
     def path(self, module: nn.Module) -> str:
         entry = self._modules.get(id(module))
@@ -87,16 +106,3 @@ def _local_shard(p: torch.Tensor) -> torch.Tensor | None:
     local = getattr(p, "_local_tensor", None)
     return local if isinstance(local, torch.Tensor) else None
 
-
-def _walk(module: nn.Module, prefix: str) -> Iterator[tuple[str, nn.Module]]:
-    """``module.named_modules(prefix=prefix, remove_duplicate=False)``, with the ``_orig_mod`` of a
-    ``torch.compile`` wrapper at the wrapper's own path."""
-    yield prefix, module
-    compiled = hidden_kind(module) == "compiled"
-    for name, child in module._modules.items():
-        if child is None:
-            continue
-        if compiled and name == "_orig_mod":
-            yield from _walk(child, prefix)
-        else:
-            yield from _walk(child, f"{prefix}.{name}" if prefix else name)

@@ -24,10 +24,19 @@ def count_params(modules: list[nn.Module]) -> tuple[Counts, int]:
         known = subtrees.get(id(module))
         if known is not None:
             return known
-        own = {id(p): p.numel() for p in module._parameters.values() if p is not None}
+        own: dict[int, int] = {}
+        for p in module._parameters.values():
+            if p is not None:
+                own[id(p)] = p.numel()
+        children = module._modules
+        if not children:  # a leaf module (most of them): its subtree is its own parameters
+            subtrees[id(module)] = own
+            n = sum(own.values())
+            counts[id(module)] = (n, n)
+            return own
         every = dict(own)
         subtrees[id(module)] = every  # guards against cycles
-        for child in module._modules.values():
+        for child in children.values():
             if child is not None:
                 every.update(visit(child))
         counts[id(module)] = (sum(every.values()), sum(own.values()))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,8 +29,6 @@ from .tracker import Tracker
 Tensor = torch.Tensor
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
-_aten = torch.ops.aten
-_LIFTS = frozenset({_aten.lift_fresh.default, _aten.lift_fresh_copy.default, _aten.lift.default})
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, not one each (ops are read-only)
 
 
@@ -45,7 +42,12 @@ class Recorder:
         self._sites: list[Site | None] | None = [] if source else None
         self._call_sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
-        self.tracker = Tracker(self._classify)
+        self.tracker = Tracker(self._classify, self.names.by_id)
+        self._live = self.tracker.live
+        self._produced = self.tracker.produced
+        self._inputs: list[TensorRef] = []  # the op being recorded: what its arguments read
+        self._producers: dict[Op, None] = {}
+        self._view: Any = None
         self.stack: list[Call] = [self.graph.root]
         self._counts: dict[int, int] = {}
         self._call_keys: list[int] = []
@@ -97,7 +99,7 @@ class Recorder:
             positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
         else:
-            inputs = [ref_of(t) for t in tensors_in(args)]
+            inputs = self.tracker.refs(tensors_in(args))
         call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
         self.builder.set_call_inputs(call, inputs)
         if positional is not None:
@@ -176,72 +178,95 @@ class Recorder:
             ref = ref_of(output)
             self.builder.set_call_result(call, (ref,), ref)
         else:
-            self.builder.set_call_result(call, [ref_of(t) for t in tensors_in(output)], template(output, ref_of))
+            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
         """Record one dispatched op: its arguments as refs (noting the ops they came from), the op
-        itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean."""
-        info = _schemas.get(func) or schema_of(func)
-        inputs: list[TensorRef] = []
-        producers: dict[Op, None] = {}
-        as_recorded = self._recorder_of_args(inputs, producers, out if info.views else None)
-        rargs = tuple([a if type(a) in _PLAIN else as_recorded(a) if isinstance(a, Tensor) else map_leaves(a, as_recorded)
-                       for a in args])
-        rkwargs = {k: map_leaves(v, as_recorded) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
-        if info.group is not None:  # a functional collective names its group: record the group
-            rargs, rkwargs = with_groups(rargs, rkwargs, *info.group)
-        op = self.builder.add_op(self.stack[-1], self._op_name(info.base), info.target, rargs, rkwargs,
-                                 tuple(inputs), tuple(producers), phase=self.phase)
-        if func in _LIFTS and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
-            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
-        written = self._record_writes(op, info.written(args, kwargs)) if info.writes else ()
-        outputs = self._record_outputs(op, out, written)
-        if written:
-            ref_of = self.tracker.ref_of
-            self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
-        elif outputs and inputs:
-            in_storages = {r.storage for r in inputs}
-            self.builder.set_outputs(op, outputs, is_view=any(r.storage in in_storages for r in outputs))
-        else:
-            self.builder.set_outputs(op, outputs)
-        if self._sites is not None:
-            self._sites.append(user_site(3))
-        return op
-
-    def _recorder_of_args(self, inputs: list[TensorRef], producers: dict[Op, None],
-                          view: Any = None) -> Callable[[Any], Any]:
-        """How one argument leaf is recorded: a tensor as its current ref, appended to ``inputs``,
-        its producer and the last writers of its bytes (when they wrote after it) to ``producers``;
-        a known symbolic size as its value; anything else as it is. ``view``: the result of a view
-        op, whose bytes are the ones it reads of its base."""
-        refreshed = self.tracker.refreshed
-        writers = self.tracker.writers
-
-        def as_recorded(a: Any) -> Any:
+        itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean (a
+        tensor argument whose bytes nobody wrote since it was made is read here, inline; ``_read``
+        does every other leaf)."""
+        info = _schemas.get(id(func)) or schema_of(func)
+        self._inputs = inputs = []
+        self._producers = producers = {}
+        self._view = out if info.views else None
+        live = self._live
+        read = self._read
+        rargs: list[Any] = []
+        for a in args:
             if type(a) in _PLAIN:
-                return a
-            if isinstance(a, Tensor):
-                s = refreshed(a)
+                rargs.append(a)
+            elif isinstance(a, Tensor):
+                s = live.get(id(a))
+                if s is None or s.storage.version != s.born or s.ref.version != s.born or s.wr() is not a:
+                    rargs.append(read(a))
+                    continue
                 ref = s.ref
                 inputs.append(ref)
                 if ref.producer is not None:
                     producers[ref.producer] = None
-                if s.storage.version > s.born:  # written since: the last writers of the bytes it covers
-                    for w in writers(a, s, view):
-                        producers[w] = None
-                return ref
-            if isinstance(a, _SYM):
-                return _sym_value(a)
-            return recorded_object(a)  # a process group, a reduce op: what it means, never the object
-
-        return as_recorded
-
-    def _op_name(self, base: str) -> str:
-        """``relu``, then ``relu_1``, ``relu_2``: numbered per overload packet in execution order."""
+                rargs.append(ref)
+            elif type(a) is list and _all_plain(a):  # int[] sizes, strides: nothing to read
+                rargs.append(a[:])
+            else:
+                rargs.append(map_leaves(a, read))
+        rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
+        self._view = None  # never hold a result past its op
+        recorded = tuple(rargs)
+        if info.group is not None:  # a functional collective names its group: record the group
+            recorded, rkwargs = with_groups(recorded, rkwargs, *info.group)
+        base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
         n = self._name_counts.get(base, 0)
         self._name_counts[base] = n + 1
-        return f"{base}_{n}" if n else base
+        op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
+                                 tuple(inputs), tuple(producers), phase=self.phase)
+        if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
+            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
+        if info.writes:
+            written = self._record_writes(op, info.written(args, kwargs))
+            outputs = self._record_outputs(op, out, written)
+            if written:
+                ref_of = self.tracker.ref_of
+                self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
+            else:
+                self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
+        elif isinstance(out, Tensor):  # the common case, inline
+            ref = self._produced(out, op, False)
+            sid = ref.storage
+            is_view = False
+            for r in inputs:
+                if r.storage == sid:
+                    is_view = True
+                    break
+            self.builder.set_outputs(op, (ref,), is_view=is_view)
+        else:
+            outputs = self._record_outputs(op, out, ())
+            self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
+        if self._sites is not None:
+            self._sites.append(user_site(3))
+        return op
+
+    def _read(self, a: Any) -> Any:
+        """How one argument leaf of the op being recorded is recorded: a tensor as its current ref,
+        appended to the op's inputs, its producer and the last writers of its bytes (when they wrote
+        after it) to its producers; a known symbolic size as its value; anything else as it is.
+        The result of a view op (``_view``) says which bytes it reads of its base."""
+        if type(a) in _PLAIN:
+            return a
+        if isinstance(a, Tensor):
+            s = self.tracker.refreshed(a)
+            ref = s.ref
+            self._inputs.append(ref)
+            producers = self._producers
+            if ref.producer is not None:
+                producers[ref.producer] = None
+            if s.storage.version > s.born:  # written since: the last writers of the bytes it covers
+                for w in self.tracker.writers(a, s, self._view):
+                    producers[w] = None
+            return ref
+        if isinstance(a, _SYM):
+            return _sym_value(a)
+        return recorded_object(a)  # a process group, a reduce op: what it means, never the object
 
     def _record_writes(self, op: Op, values: list[Any]) -> list[Tensor]:
         """The tensors ``op`` writes get a new storage version, with ``op`` as their last writer."""
@@ -253,7 +278,7 @@ class Recorder:
     def _record_outputs(self, op: Op, out: Any, written: list[Tensor] | tuple[()]) -> tuple[TensorRef, ...]:
         """Refs for what ``op`` returned, in ``tensor_leaves`` order; a written tensor returned
         (``relu_``, ``out=``) keeps its kind and name."""
-        produced = self.tracker.produced
+        produced = self._produced
         if isinstance(out, Tensor):
             return (produced(out, op, bool(written) and any(t is out for t in written)),)
         if isinstance(out, (tuple, list)):
@@ -288,10 +313,10 @@ class Recorder:
         _add_dataflow_inputs(graph)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
-            for op, site in zip(graph.ops, self._sites, strict=True):
-                op.source = table.resolve(site)
-            for call, site in zip(graph.calls, self._call_sites, strict=True):
-                call.source = table.resolve(site)
+            for op, src in zip(graph.ops, table.resolve_all(self._sites), strict=True):
+                op.source = src
+            for call, src in zip(graph.calls, table.resolve_all(self._call_sites), strict=True):
+                call.source = src
         self.tracker.close()
         self.names.clear()
         self._pending.clear()
@@ -301,13 +326,12 @@ class Recorder:
 def _add_params(graph: Graph) -> None:
     """Parameter counts per call (own, and with children), while the modules are still alive."""
     modules: dict[int, nn.Module] = {}
-    for call in graph.calls:
-        module = call.module
+    of_calls = [call.module for call in graph.calls]
+    for module in of_calls:
         if module is not None:
             modules.setdefault(id(module), module)
     counts, total = count_params(list(modules.values()))
-    for call in graph.calls:
-        module = call.module
+    for call, module in zip(graph.calls, of_calls, strict=True):
         if module is not None:
             call.params, call.self_params = counts[id(module)]
     graph.root.params, graph.root.self_params = total, 0
@@ -333,6 +357,23 @@ def _add_dataflow_inputs(graph: Graph) -> None:
                 call = call.parent
     for call, refs in extra.items():
         GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
+
+
+def _all_plain(values: list[Any]) -> bool:
+    for v in values:
+        if type(v) not in _PLAIN:
+            return False
+    return True
+
+
+def _shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:
+    """Whether an output lies in the storage of an input (the op returned a view, or an input)."""
+    for r in outputs:
+        sid = r.storage
+        for i in inputs:
+            if i.storage == sid:
+                return True
+    return False
 
 
 def _sym_value(a: Any) -> Any:

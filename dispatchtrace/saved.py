@@ -35,7 +35,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from .graph import Saved
 
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
 _graph_task_id = torch._C._current_graph_task_id
 _next_sequence_nr = torch.autograd._get_sequence_nr
 _detach = torch.ops.aten.detach.default
+_free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
 class SavedHooks:
@@ -70,8 +70,8 @@ class SavedHooks:
         self._alias = alias
         self._unpacked: torch.Tensor | None = None
         self._thread = threading.get_ident()
-        # storage address -> (weak ref pinning the address, bytes, the call that saved it first)
-        self._seen: dict[int, tuple[StorageWeakRef, int | None, Call]] = {}
+        # storage address -> (raw weak ref pinning the address, freed by records(); bytes; the call that saved it first)
+        self._seen: dict[int, tuple[int, int | None, Call]] = {}
         self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
         self._outer: tuple[Callable[[torch.Tensor], Any], Callable[[Any], torch.Tensor]] | None = None
         self._made: torch.autograd.graph.node_creation_hook | None = None
@@ -126,7 +126,7 @@ class SavedHooks:
                     nbytes = n if type(n) is int else None  # a symbolic size: the view falls back to shapes
                 except Exception:  # noqa: BLE001
                     nbytes = None
-                self._seen[key] = (StorageWeakRef(st), nbytes, self._stack[-1])
+                self._seen[key] = (st._weak_ref(), nbytes, self._stack[-1])
         outer = self._outer
         if outer is not None:
             return outer[0](t)
@@ -184,9 +184,11 @@ class SavedHooks:
         return True
 
     def records(self) -> list[Saved]:
-        """One record per storage saved, in the order first saved; forgets the capture (the hooks live
-        on in autograd's graph, holding nothing of it)."""
+        """One record per storage saved, in the order first saved; unpins the storages and forgets the
+        capture (the hooks live on in autograd's graph, holding nothing of it). Called once."""
         out = [Saved(self._storage_id(key), nbytes, call) for key, (_, nbytes, call) in self._seen.items()]
+        for weak, _, _ in self._seen.values():
+            _free_weak_ref(weak)
         self._seen.clear()
         self._stack = []
         self._storage_id = _unknown

@@ -29,6 +29,7 @@ class OpSchema:
     writes: tuple[tuple[int, str], ...]
     write_if: int | None
     views: bool = False  # a result aliases an argument and nothing is written (view, select, split, expand)
+    lift: bool = False  # ``aten.lift_fresh`` and kin: the argument is a constant the forward built from Python data
     group: tuple[int, str] | None = None  # a collective's group-name argument (position, name): ``collectives.with_groups``
 
     def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
@@ -51,14 +52,19 @@ def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], pos: int, name: str) -> 
     return kwargs.get(name)
 
 
-SCHEMAS: dict[Any, OpSchema] = {}
+SCHEMAS: dict[int, OpSchema] = {}
+"""``OpSchema`` by ``id(overload)``: an ``OpOverload`` hashes in Python, an ``id`` does not (each
+overload is kept alive in ``_OVERLOADS``, so its ``id`` is never reused)."""
+_OVERLOADS: list[Any] = []
+_LIFTS = frozenset({"aten.lift_fresh.default", "aten.lift_fresh_copy.default", "aten.lift.default"})
 
 
 def schema_of(func: Any) -> OpSchema:
     """Cached ``OpSchema`` for an ``OpOverload``."""
-    info = SCHEMAS.get(func)
+    info = SCHEMAS.get(id(func))
     if info is None:
-        info = SCHEMAS[func] = _build(func)
+        _OVERLOADS.append(func)
+        info = SCHEMAS[id(func)] = _build(func)
     return info
 
 
@@ -83,7 +89,7 @@ def _build(func: Any) -> OpSchema:
     group = None
     if isinstance(schema, torch._C.FunctionSchema) and schema.name.split("::")[0] in _FUNCTIONAL:
         group = next(((i, a.name) for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
-    return OpSchema(target, base, tuple(writes), write_if, views, group)
+    return OpSchema(target, base, tuple(writes), write_if, views, target in _LIFTS, group)
 
 
 @functools.cache

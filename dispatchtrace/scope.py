@@ -61,13 +61,17 @@ class Scope:
     recomputing a forward), so ``enter``/``exit`` see the forward's calls only. The exit hook runs
     also when the forward raises (``always_call=True``), with ``output=None``. The ``OptimizedModule``
     of ``torch.compile`` is transparent (its ``_orig_mod``'s call is the one reported); ``note`` hears,
-    once per module, of each call the hooks see only in part (``hidden_kind``).
+    once per module, of each call the hooks see only in part (``hidden_kind``). ``recompute``, an
+    ``(enter, exit)`` pair, hears of the calls made while autograd runs backward, on any thread
+    (``training.Phases``): one pair of global hooks serves both, so a forward call pays for one.
     """
 
-    def __init__(self, enter: Enter, exit: Exit, note: Note | None = None) -> None:
+    def __init__(self, enter: Enter, exit: Exit, note: Note | None = None, *,
+                 recompute: tuple[Enter, Exit] | None = None) -> None:
         self._enter = enter
         self._exit = exit
         self._note = note
+        self._recompute = recompute
         self._kinds: dict[type, Hidden | None] = {}
         self._noted: set[int] = set()
         self._thread = threading.get_ident()
@@ -85,19 +89,38 @@ class Scope:
             return kind
 
     def _pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        if threading.get_ident() != self._thread or _graph_task_id() != -1:
+        if _graph_task_id() != -1:
+            if self._recompute is not None:
+                self._recompute[0](module, args)
             return
-        kind = self._kind(module)
+        if threading.get_ident() != self._thread:
+            return
+        try:
+            kind = self._kinds[type(module)]
+        except KeyError:
+            kind = self._kind(module)
+        if kind is None:
+            self._enter(module, args)
+            return
         if kind != "compiled":
             self._enter(module, args)
-        if kind is not None and id(module) not in self._noted:
+        if id(module) not in self._noted:
             self._noted.add(id(module))
             if self._note is not None:
                 self._note(module, kind)
 
     def _post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        if threading.get_ident() == self._thread and _graph_task_id() == -1 and self._kind(module) != "compiled":
-            self._exit(module, output)
+        if _graph_task_id() != -1:
+            if self._recompute is not None:
+                self._recompute[1](module, output)
+            return
+        if threading.get_ident() == self._thread:
+            try:
+                kind = self._kinds[type(module)]
+            except KeyError:
+                kind = self._kind(module)
+            if kind != "compiled":
+                self._exit(module, output)
 
     def close(self) -> None:
         for handle in self._handles:

@@ -103,24 +103,17 @@ _dtype_names: dict[torch.dtype, str] = {}
 _device_names: dict[torch.device, str] = {}
 
 
-def _meta(t: Tensor, shapes: dict[tuple[int | str, ...], tuple[int | str, ...]]) -> tuple[tuple[int | str, ...], str, str]:
-    """Shape, dtype and device names of ``t``; equal shapes are one tuple (``shapes`` keeps them)."""
+def _shape(t: Tensor) -> tuple[int | str, ...]:
+    """The shape of ``t`` as ``TensorRef.shape`` holds it: ints, symbolic sizes as text."""
     try:
         shape = tuple(t.shape)
     except RuntimeError:  # nested tensors have no sizes: ragged dimensions are "*"
         shape = tuple(_size_or_star(t, i) for i in range(t.dim()))
-    if type(t) is not Tensor and not all(type(s) is int for s in shape):  # symbolic sizes (fake tensors)
-        shape = tuple(s if type(s) is int else str(s) for s in shape)
-    shape = shapes.setdefault(shape, shape)
-    dt = t.dtype
-    dname = _dtype_names.get(dt)
-    if dname is None:
-        dname = _dtype_names[dt] = str(dt).removeprefix("torch.")
-    dev = t.device
-    devname = _device_names.get(dev)
-    if devname is None:
-        devname = _device_names[dev] = str(dev)
-    return shape, dname, devname
+    if type(t) is not Tensor:  # symbolic sizes (fake tensors)
+        for s in shape:
+            if type(s) is not int:
+                return tuple(s if type(s) is int else str(s) for s in shape)
+    return shape
 
 
 def _size_or_star(t: Tensor, dim: int) -> int | str:
@@ -134,12 +127,17 @@ Namer = Callable[[Tensor], "tuple[Kind, str | None]"]
 
 
 class Tracker:
-    """Maps live tensors to refs. ``namer`` classifies a tensor seen for the first time."""
+    """Maps live tensors to refs. ``namer`` classifies a tensor seen for the first time; ``named``
+    (``id -> (tensor, kind, name)``, as ``names.Names.by_id`` keeps the model's parameters and buffers)
+    is read first, inline, so a parameter met for the first time costs no call to ``namer``."""
 
-    def __init__(self, namer: Namer) -> None:
+    def __init__(self, namer: Namer, named: dict[int, tuple[Tensor, str, str]] | None = None) -> None:
         self._namer = namer
+        self._named = named if named is not None else {}
         self._storages: dict[int, StorageState] = {}
         self._tensors: dict[int, TensorState] = {}
+        self.live = self._tensors
+        """``id(tensor) -> TensorState`` (check ``state.wr() is tensor``): read inline by ``Recorder.op``."""
         self._next_ref = 0
         self._next_sid = 0
         self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
@@ -182,7 +180,22 @@ class Tracker:
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
-        shape, dtype, device = _meta(t, self._shapes)
+        if type(t) is Tensor:
+            try:
+                shape = tuple(t.shape)
+            except RuntimeError:  # nested
+                shape = _shape(t)
+        else:
+            shape = _shape(t)
+        shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
+        try:
+            dtype = _dtype_names[t.dtype]
+        except KeyError:
+            dtype = _dtype_names[t.dtype] = str(t.dtype).removeprefix("torch.")
+        try:
+            device = _device_names[t.device]
+        except KeyError:
+            device = _device_names[t.device] = str(t.device)
         self._next_ref += 1
         return TensorRef(self._next_ref - 1, shape, dtype, device, storage.sid, storage.version, producer, kind, name,
                          slot)
@@ -193,8 +206,12 @@ class Tracker:
         if s is not None and s.wr() is t:
             return s
         storage = self._storage(t)
-        kind, name = self._namer(t)
-        ref = self._new_ref(t, storage, None, kind, name)
+        entry = self._named.get(id(t))
+        if entry is not None and entry[0] is t:
+            kind, name = entry[1], entry[2]
+        else:
+            kind, name = self._namer(t)
+        ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
         self.external.append(ref)
         s = self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return s
@@ -212,7 +229,22 @@ class Tracker:
 
     def ref_of(self, t: Tensor) -> TensorRef:
         """The ref of ``t`` as of now (``refreshed(t).ref``)."""
+        s = self._tensors.get(id(t))
+        if s is not None and s.ref.version == s.storage.version and s.wr() is t:
+            return s.ref
         return self.refreshed(t).ref
+
+    def refs(self, tensors: list[Tensor]) -> list[TensorRef]:
+        """``[ref_of(t) for t in tensors]``, without a call per tensor already known and unwritten."""
+        live = self._tensors
+        out = []
+        for t in tensors:
+            s = live.get(id(t))
+            if s is not None and s.ref.version == s.storage.version and s.wr() is t:
+                out.append(s.ref)
+            else:
+                out.append(self.refreshed(t).ref)
+        return out
 
     def produced(self, t: Tensor, op: Op, written: bool, slot: int = 0) -> TensorRef:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
@@ -221,7 +253,17 @@ class Tracker:
             # written in place and returned: the same tensor object (a buffer stays a buffer)
             storage, kind, name = s.storage, s.ref.kind, s.ref.name
         else:
-            storage, kind, name = self._storage(t), "activation", None
+            kind, name = "activation", None
+            try:  # _storage(t), inline: once per op output
+                st = t.untyped_storage()
+                cdata = st._cdata
+            except Exception:  # noqa: BLE001 - no storage: _storage makes one for this object
+                storage = self._storage(t)
+            else:
+                storage = self._storages.get(cdata)  # type: ignore[assignment]
+                if storage is None:
+                    self._next_sid += 1
+                    storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
         ref = self._new_ref(t, storage, op, kind, name, slot)
         self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
         return ref

@@ -37,7 +37,6 @@ from typing import Any
 import torch
 import torch.nn as nn
 from torch.autograd.graph import Node
-from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from .autograd import accumulated, graph_task, is_python_function, running_node
@@ -79,12 +78,11 @@ class Phases:
 
     # ---- install / remove --------------------------------------------------------------------
     def open(self) -> None:
-        """Install the node-creation hook, the optimizer step hooks and the recompute module hooks."""
+        """Install the node-creation hook and the optimizer step hooks (the capture's ``Scope`` calls
+        ``recompute_enter`` and ``recompute_exit`` for module calls made while backward runs)."""
         try:
             self._handles += [register_optimizer_step_pre_hook(self._step_pre),
-                              register_optimizer_step_post_hook(self._step_post),
-                              register_module_forward_pre_hook(self._module_pre),
-                              register_module_forward_hook(self._module_post, always_call=True)]
+                              register_optimizer_step_post_hook(self._step_post)]
             tagging = torch.autograd.graph.node_creation_hook(self._created)
             tagging.__enter__()
             self._tagging = tagging
@@ -166,11 +164,12 @@ class Phases:
         node = running_node()
         return node is not None and self.key in node.metadata
 
-    def _module_pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+    def recompute_enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        """A module call made while autograd runs backward (``scope.Scope``'s ``recompute`` hooks)."""
         if self._ours():
             self._recomputing.append(_Recomputing(module, self._recomputed(module)))
 
-    def _module_post(self, module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+    def recompute_exit(self, module: nn.Module, output: Any) -> None:
         frames = self._recomputing
         for depth in range(len(frames) - 1, -1, -1):
             if frames[depth].module is module:
