@@ -50,6 +50,10 @@ def _resnet() -> tuple[nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.T
     return torchvision.models.resnet18(weights=None), torch.randn(2, 3, 32, 32), lambda y: y.logsumexp(1).mean()
 
 
+def _resnet50() -> tuple[nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
+    return torchvision.models.resnet50(weights=None), torch.randn(2, 3, 32, 32), lambda y: y.logsumexp(1).mean()
+
+
 def _vit() -> tuple[nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                  hidden_dim=32, mlp_dim=64, num_classes=10)
@@ -61,8 +65,9 @@ def _lm() -> tuple[nn.Module, torch.Tensor, Callable[[torch.Tensor], torch.Tenso
     return TinyLM(), ids, lambda y: F.cross_entropy(y.flatten(0, 1), ids.flatten())
 
 
-@pytest.mark.parametrize(("make", "backend"), [(_resnet, None), (_vit, None), (_lm, None), (_lm, SDPBackend.MATH)],
-                         ids=["resnet18", "vit", "transformer-sdpa", "transformer-sdpa-math"])
+@pytest.mark.parametrize(("make", "backend"), [(_resnet, None), pytest.param(_resnet50, None, marks=pytest.mark.slow),
+                                               (_vit, None), (_lm, None), (_lm, SDPBackend.MATH)],
+                         ids=["resnet18", "resnet50", "vit", "transformer-sdpa", "transformer-sdpa-math"])
 def test_training_step_flops_equal_flop_counter_mode(make, backend) -> None:  # noqa: ANN001
     """On CPU, SDPA runs ``_scaled_dot_product_flash_attention_for_cpu`` (and its backward), for which
     FlopCounterMode has no formula: neither side counts attention there. The math backend runs
