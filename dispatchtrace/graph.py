@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from .literals import Literal
     from .render.dot import Layout, Rankdir
     from .replay import Constants
-    from .views.collectives import Collectives
     from .views.collapse import CollapsedGraph, Predicate
+    from .views.collectives import Collectives
     from .views.costs import Costs
     from .views.memory import Memory
     from .views.query import CallRef

@@ -14,9 +14,9 @@ from torch.utils import _pytree as pytree
 
 from .capture import OpMode
 from .errors import one_line
-from .forward import replayed_ops
+from .forward import bind_arguments, replayed_ops
 from .graph import Graph, Op
-from .replay import bind_arguments, tensor_leaves
+from .replay import tensor_leaves
 from .snapshot import Runs, has_values
 from .source import SourceTable, user_site
 

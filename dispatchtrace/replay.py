@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import keyword
 import operator
 import re
@@ -14,10 +13,10 @@ import torch.fx as fx
 import torch.nn as nn
 
 from .collectives import Group, is_collective
-from .forward import replayed_ops
+from .forward import output_structure, replayed_ops
 from .graph import Call, Op
 from .schema import overload_of
-from .structure import iter_leaves, leaves, map_leaves, tensor_leaves
+from .structure import iter_leaves, map_leaves, tensor_leaves
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
@@ -80,52 +79,6 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     ['input']
     """
     return _Replayer(graph, model, constants).build()
-
-
-def bind_arguments(gm: fx.GraphModule, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
-    """The values of ``gm``'s placeholders, in order, for the call ``gm(*args, **kwargs)`` (what
-    ``fx.Interpreter.run`` takes); for a replay whose placeholders are ``graph.inputs``, the tensors
-    of ``args``, each once. ``TypeError`` when the call does not fit.
-
-    >>> import torch, dispatchtrace as dt
-    >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
-    >>> with dt.capture(lin) as g:
-    ...     _ = lin(input=x)
-    >>> [tuple(t.shape) for t in bind_arguments(g.to_fx(lin), (), {"input": x})]
-    [(1, 4)]
-    """
-    if gm.meta.get("dispatchtrace_signature") == "arguments":
-        return list(inspect.signature(gm.forward).bind(*args, **kwargs).arguments.values())
-    seen: dict[int, torch.Tensor] = {}
-    for _, t in leaves(args):
-        seen.setdefault(id(t), t)
-    return list(seen.values())
-
-
-def output_structure(graph: Graph) -> Any:
-    """What ``to_fx``'s GraphModule returns, with refs in place of tensors.
-
-    The ``returned`` of the capture's only top-level call when there is exactly one and it is
-    known; else ``tuple(graph.outputs)``.
-
-    >>> import torch, dispatchtrace as dt
-    >>> class Pair(torch.nn.Module):
-    ...     def forward(self, x):
-    ...         return {"double": [x * 2, None], "n": 3}
-    >>> with dt.capture(Pair()) as g:
-    ...     _ = Pair()(torch.ones(2))
-    >>> output_structure(g)
-    {'double': [TensorRef(%mul: f32[2], storage=1, v0, activation), None], 'n': 3}
-    """
-    returned = top_returned(graph)
-    return tuple(graph.outputs) if returned is None else returned
-
-
-def top_returned(graph: Graph) -> Any:
-    """``returned`` of the capture's only top-level module call; ``None`` when there are several
-    top-level calls, none, or the call's result is unknown (it raised)."""
-    top = [c for c in graph.root.children if isinstance(c, Call)]
-    return top[0].returned if len(top) == 1 else None
 
 
 _PRINTABLE = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.layout,

@@ -10,6 +10,7 @@ import torch.nn as nn
 
 from .capture import capture
 from .errors import one_line
+from .forward import bind_arguments, top_returned
 from .graph import Graph
 from .locate import (  # noqa: F401 - _probe and _constant_values: used by the zoo and its tests
     Mismatch,
@@ -21,7 +22,7 @@ from .locate import (  # noqa: F401 - _probe and _constant_values: used by the z
     _unique_tensors,
     clone_tensors,
 )
-from .replay import ReplayError, bind_arguments, to_fx, top_returned
+from .replay import ReplayError, to_fx
 from .snapshot import Runs, has_values
 from .structure import leaves, template
 
@@ -136,7 +137,7 @@ def _check(g: Graph, model: nn.Module, output: Any, args: tuple[Any, ...], kwarg
     if gm.meta["dispatchtrace_signature"] == "inputs" and len(flat) != len(g.inputs):
         return VerifyReport(**base, ok=False, error=f"the forward's positional arguments hold {len(flat)} tensors "
                             f"but the capture saw {len(g.inputs)} inputs")
-    # what the replay returns (replay.output_structure): the forward's output in its structure
+    # what the replay returns (forward.output_structure): the forward's output in its structure
     # (namedtuples and dataclasses as dicts), or its tensors as a flat tuple when that is unknown
     want = output if top_returned(g) is not None else tuple(expected)
     try:

@@ -10,7 +10,8 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.replay import ReplayError, output_structure, resolve_target, tensor_leaves
+from dispatchtrace.forward import output_structure
+from dispatchtrace.replay import ReplayError, resolve_target, tensor_leaves
 
 
 def _aten_targets(gm: torch.fx.GraphModule) -> list[str]:
