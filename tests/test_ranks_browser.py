@@ -7,18 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 from test_ranks_page import Branchy, _rank
-from viewer_page import CHROMIUM, chromium, launch, screenshots
+from viewer_page import require_browser
 
 import dispatchtrace as dt
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
-if chromium() is None:
-    pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh installs Debian's package)", allow_module_level=True)
-
-browser = pytest.fixture(scope="module", name="browser")(launch)
-shots = pytest.fixture(scope="module", name="shots")(screenshots)
+require_browser()
 
 
 def test_rank_tabs_each_draw_their_viewer(browser, tmp_path: Path, shots: Path) -> None:

@@ -9,18 +9,13 @@ from pathlib import Path
 import models
 import pytest
 from models import coolcnn
-from viewer_page import CHROMIUM, Page, chromium, launch, screenshots
+from viewer_page import Page, require_browser
 
 import dispatchtrace as dt
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
-if chromium() is None:
-    pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh installs Debian's package)", allow_module_level=True)
-
-browser = pytest.fixture(scope="module", name="browser")(launch)
-shots = pytest.fixture(scope="module", name="shots")(screenshots)
+require_browser()
 
 
 @pytest.fixture(scope="module")

@@ -17,16 +17,25 @@ def chromium() -> str | None:
     return CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
 
 
-def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder screenshots go to (the ``shots`` fixture of the browser tests)."""
+def require_browser() -> None:
+    """Skip the calling test module where playwright or chromium is missing (call it at module level)."""
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+    if chromium() is None:
+        pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh installs Debian's package)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder screenshots go to."""
     folder = Path(os.environ.get("DISPATCHTRACE_SCREENSHOTS") or tmp_path_factory.mktemp("viewer-screenshots"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"viewer screenshots in {folder}")
     return folder
 
 
-def launch() -> Iterator[object]:
-    """Headless chromium through playwright (the ``browser`` fixture of the browser tests)."""
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless chromium through playwright."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
