@@ -16,18 +16,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from llama_tp import LLAMA_405B, config_of, measure  # noqa: E402
+from llama_tp import add_arguments, config_of, measure  # noqa: E402
 
 from dispatchtrace.views.summary import human  # noqa: E402
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seq", type=int, default=2048)
-    p.add_argument("--world", type=int, default=64)
-    p.add_argument("--tp", type=int, default=8)
-    for name in ("layers", "dim", "heads", "kv_heads", "hidden", "vocab"):
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(LLAMA_405B, name))
+    add_arguments(p)
     args = p.parse_args()
     m = measure(config_of(args), world=args.world, tp=args.tp, seq=args.seq)
     g = m.graph

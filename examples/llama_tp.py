@@ -104,11 +104,7 @@ def measure(config: Config, *, world: int, tp: int, seq: int) -> Measured:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seq", type=int, default=2048)
-    p.add_argument("--world", type=int, default=64)
-    p.add_argument("--tp", type=int, default=8)
-    for name in ("layers", "dim", "heads", "kv_heads", "hidden", "vocab"):
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(LLAMA_405B, name))
+    add_arguments(p)
     p.add_argument("--save", type=Path, help="also save the capture (rank 0's file, e.g. trace.rank0.json)")
     args = p.parse_args(argv)
     m = measure(config_of(args), world=args.world, tp=args.tp, seq=args.seq)
@@ -131,6 +127,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.save}")
     dist.destroy_process_group()
     return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The job's shape as options (``--seq``, ``--world``, ``--tp``, the model's sizes), 405B by default."""
+    p.add_argument("--seq", type=int, default=2048)
+    p.add_argument("--world", type=int, default=64)
+    p.add_argument("--tp", type=int, default=8)
+    for name in ("layers", "dim", "heads", "kv_heads", "hidden", "vocab"):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(LLAMA_405B, name))
 
 
 def config_of(args: argparse.Namespace) -> Config:
