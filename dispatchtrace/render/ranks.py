@@ -44,22 +44,12 @@ def ranks_payload(ranks: Mapping[int, Graph]) -> dict[str, Any]:
     """What the page shows besides the viewers: ``ranks``; ``groups``, each with its ``group`` text,
     member ``ranks`` and ``rows`` (``position``, ``cells`` one per member rank, ``None`` where a rank
     issued no more, ``agree``); ``mismatch`` (the first disagreement as text, or ``None``)."""
-    from ..views.collectives import collectives
-    from ..views.mismatch import agreement_key, mismatch
+    from ..views.mismatch import agreement_key, mismatch, sequences
 
-    found = {r: [c for c in collectives(g) if c.kind not in ("send", "recv") and c.group is not None]
-             for r, g in ranks.items()}
-    groups: dict[tuple[str, tuple[int, ...]], Any] = {}
-    for cs in found.values():
-        for c in cs:
-            assert c.group is not None
-            groups.setdefault((c.group.name, c.group.ranks), c.group)
     first = mismatch(ranks)
     out = []
-    for (name, members), group in groups.items():
-        present = [r for r in members if r in found]
-        seqs = {r: [c for c in found[r] if c.group is not None and (c.group.name, c.group.ranks) == (name, members)]
-                for r in present}
+    for group, seqs in sequences(ranks):
+        present = list(seqs)
         rows = []
         for i in range(max((len(s) for s in seqs.values()), default=0)):
             at = {r: s[i] if i < len(s) else None for r, s in seqs.items()}

@@ -86,9 +86,9 @@ def _difference(a: Collective | None, b: Collective | None) -> str:
     return "they differ"
 
 
-def mismatch(ranks: Mapping[int, Graph]) -> Mismatch | None:
-    """The first collective where the captures of ``ranks`` (``{rank: graph}``) disagree, or
-    ``None`` when every group's member ranks issued the same collectives in the same order."""
+def sequences(ranks: Mapping[int, Graph]) -> list[tuple[Group, dict[int, list[Collective]]]]:
+    """Each process group the captures of ``ranks`` used (in the order first met), with the collectives
+    each of its member ranks present issued in it, in order (send and recv left out: they pair, not align)."""
     per_rank: dict[int, list[Collective]] = {r: [c for c in collectives(g) if c.kind not in _P2P and c.group is not None]
                                              for r, g in ranks.items()}
     groups: dict[tuple[str, tuple[int, ...]], Group] = {}
@@ -96,10 +96,16 @@ def mismatch(ranks: Mapping[int, Graph]) -> Mismatch | None:
         for c in found:
             assert c.group is not None
             groups.setdefault((c.group.name, c.group.ranks), c.group)
+    return [(group, {r: [c for c in per_rank[r] if c.group is not None and (c.group.name, c.group.ranks) == key]
+                     for r in group.ranks if r in per_rank})
+            for key, group in groups.items()]
+
+
+def mismatch(ranks: Mapping[int, Graph]) -> Mismatch | None:
+    """The first collective where the captures of ``ranks`` (``{rank: graph}``) disagree, or
+    ``None`` when every group's member ranks issued the same collectives in the same order."""
     best: tuple[int, Mismatch] | None = None
-    for (name, members), group in groups.items():
-        seqs = {r: [c for c in per_rank[r] if c.group is not None and (c.group.name, c.group.ranks) == (name, members)]
-                for r in members if r in per_rank}
+    for group, seqs in sequences(ranks):
         if len(seqs) < 2:
             continue
         for i in range(max(len(s) for s in seqs.values())):
