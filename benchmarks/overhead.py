@@ -106,11 +106,21 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, flo
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def table_row(name: str, device: str, repeat: int) -> dict[str, Any]:
+def model_input(name: str, device: str) -> tuple[nn.Module, torch.Tensor]:
+    """``MODELS[name]`` built in eval mode on ``device``, and its random input."""
     build, shape = MODELS[name]
     with torch.device(device):
-        model = build().eval()
-        x = torch.randn(shape)
+        return build().eval(), torch.randn(shape)
+
+
+def configure() -> None:
+    """One thread; the MHA fast path off, so the encoder issues its ~700 ops on cpu too, not one fused op per layer."""
+    torch.set_num_threads(1)
+    torch.backends.mha.set_fastpath_enabled(False)
+
+
+def table_row(name: str, device: str, repeat: int) -> dict[str, Any]:
+    model, x = model_input(name, device)
     with torch.no_grad():
         fns = variants(model, x)
         med = interleaved(fns, repeat)
@@ -223,8 +233,7 @@ def main() -> None:
     parser.add_argument("--rows", nargs="*", default=[f"{m}:{d}" for m, d in TABLE],
                         help="table rows as model:device (none: only the decoder)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    torch.backends.mha.set_fastpath_enabled(False)  # the encoder's ~700 ops on cpu too, not one fused op per layer
+    configure()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, median of {args.repeat}, "
           f"dispatchtrace from {Path(dt.__file__).parent}\n")
     if args.rows:
