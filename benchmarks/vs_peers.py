@@ -9,8 +9,9 @@ plain forward of this run, "µs/op over floor" = (tool - empty mode) / dispatcht
 The peers change global state while they run (torchview swaps ``nn.Module.__call__`` and torch's
 creation functions; torchlens wraps torch's functions and unwraps them when done), so they are imported
 only after plain, the empty mode, FlopCounterMode and dispatchtrace have been timed on every row; then
-each row times torchview and torchlens interleaved, and plain again ("plain after peers", ~1.00 when
-nothing stayed wrapped). At the end the torch namespaces and global module hooks are compared with a
+each row times torchview and torchlens interleaved with plain and the empty mode again: the peers'
+ratios and µs/op are taken against those, timed beside them ("plain after peers" is that plain over the
+first one: ~1.00 when nothing stayed wrapped and the load held). At the end the torch namespaces and global module hooks are compared with a
 snapshot taken before the peers were imported.
 
 Each peer runs in the cheapest mode that still records the whole forward:
@@ -91,8 +92,11 @@ def why(e: BaseException) -> tuple[str, str]:
 
 def peers_timed(model: nn.Module, x: torch.Tensor, device: str, mods: dict[str, types.ModuleType | str],
                 repeat: int, med: dict[str, float]) -> dict[str, tuple[str, str]]:
-    """Time the peers that run, interleaved, into ``med``; for the others, why not (cell, full text)."""
-    timed: dict[str, Callable[[], Any]] = {}
+    """Time the peers that run, interleaved with plain and the empty mode again (``plain_peers``,
+    ``empty_peers``: the peers' ratios are taken against these, timed beside them), into ``med``;
+    for the others, why not (cell, full text)."""
+    ours = overhead.variants(model, x)
+    timed: dict[str, Callable[[], Any]] = {"plain_peers": ours["plain"], "empty_peers": ours["empty"]}
     untimed: dict[str, tuple[str, str]] = {}
     for name, fn in peer_variants(model, x, device, mods).items():
         if isinstance(fn, str):
@@ -176,10 +180,11 @@ def main() -> None:
             for name, (cell, text) in peers_timed(model, x, row[1], mods, args.repeat, med).items():
                 cells[name] = (cell, "–")
                 failures += [f"{name} on {row[0]}:{row[1]}: {text}"] if text else []
-            after = overhead.interleaved({"plain": overhead.variants(model, x)["plain"]}, args.repeat)["plain"]
+            after = med["plain_peers"]
             for name in ("flops", "dispatchtrace", *PEERS):
                 if name in med:
-                    cells[name] = (f"{med[name] / med['plain']:.2f}", f"{(med[name] - med['empty']) / n_ops * 1e6:.1f}")
+                    plain, empty = (med["plain"], med["empty"]) if name in OURS else (after, med["empty_peers"])
+                    cells[name] = (f"{med[name] / plain:.2f}", f"{(med[name] - empty) / n_ops * 1e6:.1f}")
             cols = ("flops", "dispatchtrace", *PEERS)
             print(f"| {row[0]} | {row[1]} | {n_ops} | {med['plain'] * 1e3:.1f} | {med['empty'] / med['plain']:.2f} | "
                   + " | ".join(cells[c][0] for c in cols) + " | " + " | ".join(cells[c][1] for c in cols)
