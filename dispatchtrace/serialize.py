@@ -24,7 +24,6 @@ from .collector import Paused
 from .deserialize import SavedError, from_json, load, loads
 from .graph import Call, Graph, Op
 from .jsonvalues import FORMAT, VERSION, FormatError, Opaque, Record, _key, _record, _unrecord, _unvalue, _value
-from .structure import iter_leaves
 from .tensors import TensorRef
 
 __all__ = ["FORMAT", "VERSION", "FormatError", "Opaque", "Record", "SavedError", "dumps", "from_json", "load", "loads", "save",
@@ -41,29 +40,40 @@ class _Tables:
         self.refs: dict[int, TensorRef] = {}
         self.sources: list[Any] = []
         self._source_ix: dict[Any, int] = {}
+        self._source_of: dict[int, tuple[Any, int]] = {}  # id(record) -> (record, its index)
 
     def ids(self, refs: Any) -> list[int]:
         """Tensor ids of ``refs``, each ref noted for the ``tensors`` table."""
-        out = []
+        note = self.refs.setdefault
         for r in refs:
-            self.refs.setdefault(r.id, r)
-            out.append(r.id)
-        return out
+            note(r.id, r)
+        return [r.id for r in refs]
 
     def value(self, v: Any) -> Any:
-        """An argument as JSON, each ref inside it noted for the ``tensors`` table."""
-        for leaf in iter_leaves(v):
-            if isinstance(leaf, TensorRef):
-                self.refs.setdefault(leaf.id, leaf)
+        """An argument as JSON (``_value``), each ref inside it noted for the ``tensors`` table."""
+        t = type(v)
+        if t is TensorRef or isinstance(v, TensorRef):
+            self.refs.setdefault(v.id, v)
+            return {"$t": v.id}
+        if t is list:
+            return [x if type(x) is int else self.value(x) for x in v]
+        if t is tuple:
+            return {"$tuple": [self.value(x) for x in v]}
+        if t is dict:
+            return {"$dict": [[k, self.value(x)] for k, x in v.items()]}
         return _value(v)
 
     def source(self, source: Any) -> int:
         """Index of ``source`` in the ``sources`` table (equal records share one entry)."""
+        seen = self._source_of.get(id(source))
+        if seen is not None and seen[0] is source:  # the same record as an earlier op's
+            return seen[1]
         key = _key(source)
         ix = self._source_ix.get(key)
         if ix is None:
             ix = self._source_ix[key] = len(self.sources)
             self.sources.append(_record(source))
+        self._source_of[id(source)] = (source, ix)
         return ix
 
 
@@ -127,7 +137,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "format": FORMAT, "version": VERSION, "dispatchtrace": __version__, "torch": torch.__version__,
         "complete": graph.complete,
         "error": None if error is None else _error_entry(error),
-        "tensors": [_tensor_row(r) for r in sorted(t.refs.values(), key=lambda r: r.id)],
+        "tensors": [_tensor_row(t.refs[i]) for i in sorted(t.refs)],
         "calls": call_entries, "ops": ops, "sources": t.sources,
         "saved": [[rec.storage, rec.bytes, call_ix[id(rec.call)]] for rec in graph.saved],
         "notes": list(graph.notes),
