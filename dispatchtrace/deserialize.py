@@ -180,15 +180,18 @@ class _Loader:
             if not 0 <= p < n:
                 raise FormatError(f"op {ix} ({o['name']}) lists op {p} as a producer, which did not run before "
                                   f"it: every op's producers precede it")
-        arg = self._arg
-        ops = self.graph.ops
-        op = self.builder.add_op(
-            call, o["name"], o["target"], tuple([arg(a) for a in o["args"]]),
-            {k: arg(v) for k, v in o["kwargs"].items()}, tuple(self._refs(o["inputs"])),
-            tuple([ops[p] for p in o["producers"]]), phase=o.get("phase", "forward"))
-        self.builder.set_outputs(op, tuple(self._refs(o["outputs"])), tuple(self._refs(o["mutated"])), o["is_view"])
-        if o.get("source") is not None:
-            op.source = self.sources[o["source"]]
+        arg, known, ref, ops = self._arg, self.refs.get, self._ref, self.graph.ops
+        name, target, args = o["name"], o["target"], tuple([arg(a) for a in o["args"]])
+        kwargs = o["kwargs"]
+        kwargs = {} if type(kwargs) is dict and not kwargs else {k: arg(v) for k, v in kwargs.items()}
+        inputs = tuple([known(r) or ref(r) for r in o["inputs"]])
+        op = self.builder.add_op(call, name, target, args, kwargs, inputs, tuple([ops[p] for p in o["producers"]]),
+                                 phase=o.get("phase", "forward"))
+        self.builder.set_outputs(op, tuple([known(r) or ref(r) for r in o["outputs"]]),
+                                 tuple([known(r) or ref(r) for r in o["mutated"]]), o["is_view"])
+        source = o.get("source")
+        if source is not None:
+            op.source = self.sources[source]
         if o.get("dtensor") is not None:
             self.builder.set_dtensor(op, self.sources[o["dtensor"]])
 

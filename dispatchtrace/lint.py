@@ -143,7 +143,7 @@ def _check_children(graph: Graph) -> None:
     n = 0
     for call in [graph.root, *graph.calls]:
         own = [c for c in call.children if isinstance(c, Op)]
-        if len(own) != len(call.ops) or any(a is not b for a, b in zip(own, call.ops)):
+        if len(own) != len(call.ops) or any(map(is_not, own, call.ops)):
             _fail("children", f"{call!r}.ops is not the list of its op children; a call's ops are its op children")
     for child in graph.root.walk():
         if not isinstance(child, Op):
@@ -202,12 +202,9 @@ def _check_dataflow(graph: Graph) -> None:
                                    f"nor wrote one's storage after that tensor was made; an edge means the op read "
                                    f"data the producer made")
             listed.add(p.index)
-            users = expected_users.get(p.index)
-            if users is None:
-                expected_users[p.index] = [op]
-            else:
-                users.append(op)
-        refs = _refs_in((op.args, op.kwargs), [])
+            expected_users.setdefault(p.index, []).append(op)
+        args, kwargs = op.args, op.kwargs  # no kwargs: the refs of (args, kwargs) are those of args
+        refs = _refs_in(args if type(args) is tuple and type(kwargs) is dict and not kwargs else (args, kwargs), [])
         if len(refs) != len(inputs) or any(map(is_not, refs, inputs)):
             _fail("inputs", f"{_op(op)}'s inputs are not the tensor refs of its args and kwargs, in order")
         for ref in inputs:
@@ -216,9 +213,8 @@ def _check_dataflow(graph: Graph) -> None:
                                    f"the op's producers; an op depends on the producer of every tensor it reads")
         for ref in op.mutated:
             writes.setdefault(ref.storage, []).append((ref.version, op.index))
-    none: list[Op] = []
     for op in ops:
-        want, users = expected_users.get(op.index, none), op.users
+        want, users = expected_users.get(op.index, ()), op.users
         if len(want) != len(users) or any(map(is_not, want, users)):
             _fail("users", f"{_op(op)}'s users are {[u.name for u in users]}, but the ops that list it as a "
                            f"producer are {[u.name for u in want]}; users are exactly those, in execution order")
@@ -240,7 +236,7 @@ def _refs_in(values: Any, out: list[TensorRef]) -> list[TensorRef]:
 
 
 def _mentions(graph: Graph) -> list[tuple[Any, Any]]:
-    """Every ref the graph mentions, in groups ``(where, refs)``: ``where`` an op, a call or a name (``_where``)."""
+    """Every ref the graph mentions, in groups ``(where, refs)``: ``where`` an op, a call or a name (``_at``)."""
     out: list[tuple[Any, Any]] = []
     for op in graph.ops:
         out += ((op, op.inputs), (op, op.outputs), (op, op.mutated))
@@ -250,7 +246,7 @@ def _mentions(graph: Graph) -> list[tuple[Any, Any]]:
     return out
 
 
-def _where(where: Any) -> str:
+def _at(where: Any) -> str:
     return _op(where) if isinstance(where, Op) else where if isinstance(where, str) else repr(where)
 
 
@@ -261,27 +257,28 @@ def _check_tensors(graph: Graph) -> None:
             if ref.producer is not op or ref.slot != slot:
                 _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
                                  f"slot {slot}; an op's outputs are its own, by position")
-    n = len(ops)
+    checked: set[int] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
     for w, refs in _mentions(graph):
         for ref in refs:
+            if id(ref) in checked:
+                continue
+            checked.add(id(ref))
             if ref.kind not in _KINDS:
-                _fail("tensors", f"{ref!r} in {_where(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
+                _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
             p = ref.producer
             if p is None:
                 if ref.kind == "activation":
-                    _fail("tensors", f"{ref!r} in {_where(w)} is an activation without producer; activations "
+                    _fail("tensors", f"{ref!r} in {_at(w)} is an activation without producer; activations "
                                      f"come from ops")
                 continue
-            if not (0 <= p.index < n and ops[p.index] is p):
-                _fail("tensors", f"{ref!r} in {_where(w)} names %{p.name} as producer, which is not an op of "
-                                 f"this graph")
+            if not (0 <= p.index < len(ops) and ops[p.index] is p):
+                _fail("tensors", f"{ref!r} in {_at(w)} names %{p.name} as producer, which is not an op of this graph")
             outs = p.outputs
             if ref.slot >= len(outs):
-                _fail("tensors", f"{ref!r} in {_where(w)} is output {ref.slot} of {_op(p)}, which has "
-                                 f"{len(outs)} outputs")
+                _fail("tensors", f"{ref!r} in {_at(w)} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
             out = outs[ref.slot]
             if out is not ref and (out.storage != ref.storage or ref.version < out.version):
-                _fail("tensors", f"{ref!r} in {_where(w)} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later "
+                _fail("tensors", f"{ref!r} in {_at(w)} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later "
                                  f"version of it; a tensor ref is its producer's output at its slot, or that tensor "
                                  f"after a write")
 
@@ -299,18 +296,16 @@ def _check_versions(graph: Graph) -> None:
             r = read.get(s, -1)
             read[s] = v if v > r else r
         for ref in op.mutated:
-            s, v = ref.storage, ref.version
-            if v < seen(s, -1):
+            if ref.version < seen(ref.storage, -1):
                 _older(op, ref, "written tensor", latest)
-            latest[s] = v
-            if s in read and v <= read[s]:
+            latest[ref.storage] = ref.version
+            if ref.storage in read and ref.version <= read[ref.storage]:
                 _fail("mutated", f"{_op(op)} writes {ref!r} but its version is not later than the version it read "
-                                 f"({read[s]}); a write makes a new version")
+                                 f"({read[ref.storage]}); a write makes a new version")
         for ref in op.outputs:
-            s, v = ref.storage, ref.version
-            if v < seen(s, -1):
+            if ref.version < seen(ref.storage, -1):
                 _older(op, ref, "output", latest)
-            latest[s] = v
+            latest[ref.storage] = ref.version
         view = not op.mutated and any(r.storage in read for r in op.outputs)
         if op.is_view != view:
             _fail("mutated", f"{_op(op)} has is_view={op.is_view}; is_view is true exactly when the op writes nothing "
