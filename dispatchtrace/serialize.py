@@ -55,6 +55,8 @@ class _Tables:
         if t is TensorRef or isinstance(v, TensorRef):
             self.refs.setdefault(v.id, v)
             return {"$t": v.id}
+        if t is int or t is str or t is bool or v is None:
+            return v
         if t is list:
             return [x if type(x) is int else self.value(x) for x in v]
         if t is tuple:
@@ -78,10 +80,11 @@ class _Tables:
 
 
 def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
+    value, ids, kwargs, mutated = t.value, t.ids, op.kwargs, op.mutated
     entry: dict[str, Any] = {
         "name": op.name, "target": op.target, "call": call_ix[id(op.call)],
-        "args": [t.value(a) for a in op.args], "kwargs": {k: t.value(v) for k, v in op.kwargs.items()},
-        "inputs": t.ids(op.inputs), "outputs": t.ids(op.outputs), "mutated": t.ids(op.mutated),
+        "args": [value(a) for a in op.args], "kwargs": {k: value(v) for k, v in kwargs.items()} if kwargs else {},
+        "inputs": ids(op.inputs), "outputs": ids(op.outputs), "mutated": ids(mutated) if mutated else [],
         "is_view": op.is_view, "producers": [p.index for p in op.producers],
     }
     if op.phase != "forward":
@@ -160,8 +163,8 @@ def _error_entry(error: BaseException) -> dict[str, Any]:
 
 def dumps(graph: Graph) -> str:
     """The capture as JSON text (the cyclic collector paused meanwhile: ``collector.Paused``)."""
-    with Paused():
-        return json.dumps(to_json(graph), separators=(",", ":"), allow_nan=False)
+    with Paused():  # every list and dict of to_json's is new, built bottom-up: none can hold itself
+        return json.dumps(to_json(graph), separators=(",", ":"), allow_nan=False, check_circular=False)
 
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:
