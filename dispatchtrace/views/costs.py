@@ -191,8 +191,13 @@ def cost_key(op: Op) -> Any:
     >>> [cost_key(op) == cost_key(g.ops[1]) for op in g.ops]
     [False, True, False, True]
     """
-    kwargs = op.kwargs
-    return (op.target, _arg_key(op.args), _arg_key(kwargs) if kwargs else None,
+    args, kwargs = op.args, op.kwargs
+    if type(args) is tuple:  # _arg_key(args), its first level inline
+        args = (tuple, *[(_REF, x.shape, x.dtype, x.device) if type(x) is TensorRef else x if type(x) is int
+                         else _arg_key(x) for x in args])
+    else:
+        args = _arg_key(args)
+    return (op.target, args, _arg_key(kwargs) if kwargs else None,
             tuple([(_REF, r.shape, r.dtype, r.device) for r in op.outputs]))
 
 
