@@ -180,13 +180,18 @@ class _Loader:
             if not 0 <= p < n:
                 raise FormatError(f"op {ix} ({o['name']}) lists op {p} as a producer, which did not run before "
                                   f"it: every op's producers precede it")
-        op = self.builder.add_op(
-            call, o["name"], o["target"], tuple(self._unvalue(a) for a in o["args"]),
-            {k: self._unvalue(v) for k, v in o["kwargs"].items()}, tuple(self._refs(o["inputs"])),
-            tuple(self.graph.ops[p] for p in o["producers"]), phase=o.get("phase", "forward"))
-        self.builder.set_outputs(op, tuple(self._refs(o["outputs"])), tuple(self._refs(o["mutated"])), o["is_view"])
-        if o.get("source") is not None:
-            op.source = self.sources[o["source"]]
+        arg, known, ref, ops = self._arg, self.refs.get, self._ref, self.graph.ops
+        name, target, args = o["name"], o["target"], tuple([arg(a) for a in o["args"]])
+        kwargs = o["kwargs"]
+        kwargs = {} if type(kwargs) is dict and not kwargs else {k: arg(v) for k, v in kwargs.items()}
+        inputs = tuple([known(r) or ref(r) for r in o["inputs"]])
+        op = self.builder.add_op(call, name, target, args, kwargs, inputs, tuple([ops[p] for p in o["producers"]]),
+                                 phase=o.get("phase", "forward"))
+        self.builder.set_outputs(op, tuple([known(r) or ref(r) for r in o["outputs"]]),
+                                 tuple([known(r) or ref(r) for r in o["mutated"]]), o["is_view"])
+        source = o.get("source")
+        if source is not None:
+            op.source = self.sources[source]
         if o.get("dtensor") is not None:
             self.builder.set_dtensor(op, self.sources[o["dtensor"]])
 
@@ -215,9 +220,22 @@ class _Loader:
         return ref
 
     def _refs(self, ids: list[int]) -> list[TensorRef]:
-        return [self._ref(r) for r in ids]
+        known = self.refs.get
+        return [known(r) or self._ref(r) for r in ids]
 
     def _unvalue(self, v: Any) -> Any:
+        return _unvalue(v, self._ref)
+
+    def _arg(self, v: Any) -> Any:
+        """``_unvalue(v)``, the common cases first: a tensor, a plain value, a list of ints."""
+        t = type(v)
+        if t is dict and "$t" in v:
+            rid = v["$t"]
+            return self.refs.get(rid) or self._ref(rid)
+        if t is list:
+            return [x if type(x) is int else self._arg(x) for x in v]
+        if t is int or t is str or t is float or t is bool or v is None:
+            return v
         return _unvalue(v, self._ref)
 
 

@@ -54,7 +54,8 @@ dispatchtrace.lint.LintError: ops: graph.ops[0] is %addmm with index 1; ops are 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from operator import is_not
+from typing import TYPE_CHECKING, Any
 
 from .dtensor import check_dtensor_ops
 from .graph import PHASES, Call, Op
@@ -142,7 +143,7 @@ def _check_children(graph: Graph) -> None:
     n = 0
     for call in [graph.root, *graph.calls]:
         own = [c for c in call.children if isinstance(c, Op)]
-        if len(own) != len(call.ops) or any(a is not b for a, b in zip(own, call.ops)):
+        if len(own) != len(call.ops) or any(map(is_not, own, call.ops)):
             _fail("children", f"{call!r}.ops is not the list of its op children; a call's ops are its op children")
     for child in graph.root.walk():
         if not isinstance(child, Op):
@@ -178,12 +179,16 @@ def _check_dataflow(graph: Graph) -> None:
     expected_users: dict[int, list[Op]] = {}
     writes: dict[int, list[tuple[int, int]]] = {}  # storage -> (version made, op index) of each write
     for op in ops:
+        inputs = op.inputs
         listed: set[int] = set()
-        allowed = {r.producer.index for r in op.inputs if r.producer is not None}
-        for r in op.inputs:  # the writes of its storage after the tensor was born, up to the version read
-            p = r.producer
-            born = p.outputs[r.slot].version if p is not None and r.slot < len(p.outputs) else -1
-            allowed.update(i for v, i in writes.get(r.storage, ()) if born < v <= r.version)
+        allowed = {r.producer.index for r in inputs if r.producer is not None}
+        if writes:
+            for r in inputs:  # the writes of its storage after the tensor was born, up to the version read
+                made = writes.get(r.storage)
+                if made:
+                    p = r.producer
+                    born = p.outputs[r.slot].version if p is not None and r.slot < len(p.outputs) else -1
+                    allowed.update(i for v, i in made if born < v <= r.version)
         for p in op.producers:
             if not (0 <= p.index < len(ops) and ops[p.index] is p):
                 _fail("producers", f"{_op(op)} lists %{p.name} as a producer, which is not an op of this graph")
@@ -198,35 +203,51 @@ def _check_dataflow(graph: Graph) -> None:
                                    f"data the producer made")
             listed.add(p.index)
             expected_users.setdefault(p.index, []).append(op)
-        refs = [v for v in iter_leaves((op.args, op.kwargs)) if isinstance(v, TensorRef)]
-        if len(refs) != len(op.inputs) or any(a is not b for a, b in zip(refs, op.inputs)):
+        args, kwargs = op.args, op.kwargs  # no kwargs: the refs of (args, kwargs) are those of args
+        refs = _refs_in(args if type(args) is tuple and type(kwargs) is dict and not kwargs else (args, kwargs), [])
+        if len(refs) != len(inputs) or any(map(is_not, refs, inputs)):
             _fail("inputs", f"{_op(op)}'s inputs are not the tensor refs of its args and kwargs, in order")
-        for ref in op.inputs:
+        for ref in inputs:
             if ref.producer is not None and ref.producer.index not in listed:
                 _fail("producers", f"{_op(op)} reads {ref.text}, but its producer %{ref.producer.name} is not among "
                                    f"the op's producers; an op depends on the producer of every tensor it reads")
         for ref in op.mutated:
             writes.setdefault(ref.storage, []).append((ref.version, op.index))
     for op in ops:
-        want = expected_users.get(op.index, [])
-        if len(want) != len(op.users) or any(a is not b for a, b in zip(want, op.users)):
-            _fail("users", f"{_op(op)}'s users are {[u.name for u in op.users]}, but the ops that list it as a "
+        want, users = expected_users.get(op.index, ()), op.users
+        if len(want) != len(users) or any(map(is_not, want, users)):
+            _fail("users", f"{_op(op)}'s users are {[u.name for u in users]}, but the ops that list it as a "
                            f"producer are {[u.name for u in want]}; users are exactly those, in execution order")
 
 
-def _refs_of(graph: Graph) -> list[tuple[str, TensorRef]]:
-    """Every ref the graph mentions, with where it is mentioned."""
-    out: list[tuple[str, TensorRef]] = []
-    for op in graph.ops:
-        where = _op(op)
-        out.extend((where, r) for r in (*op.inputs, *op.outputs, *op.mutated))
-    for call in graph.calls:
-        where = repr(call)
-        out.extend((where, r) for r in (*call.inputs, *call.outputs))
-        out.extend((where, r) for r in iter_leaves(call.returned) if isinstance(r, TensorRef))
-    out.extend(("graph.inputs", r) for r in graph.inputs)
-    out.extend(("graph.outputs", r) for r in graph.outputs)
+def _refs_in(values: Any, out: list[TensorRef]) -> list[TensorRef]:
+    """``out`` with the tensor refs among the leaves of ``values`` (as ``iter_leaves`` walks them), in order."""
+    for v in values:
+        t = type(v)
+        if t is TensorRef:
+            out.append(v)
+        elif t is list or t is tuple:
+            _refs_in(v, out)
+        elif t is dict:
+            _refs_in(v.values(), out)
+        elif isinstance(v, TensorRef):
+            out.append(v)
     return out
+
+
+def _mentions(graph: Graph) -> list[tuple[Any, Any]]:
+    """Every ref the graph mentions, in groups ``(where, refs)``: ``where`` an op, a call or a name (``_at``)."""
+    out: list[tuple[Any, Any]] = []
+    for op in graph.ops:
+        out += ((op, op.inputs), (op, op.outputs), (op, op.mutated))
+    for call in graph.calls:
+        out += ((call, call.inputs), (call, call.outputs), (call, _refs_in((call.returned,), [])))
+    out += (("graph.inputs", graph.inputs), ("graph.outputs", graph.outputs))
+    return out
+
+
+def _at(where: Any) -> str:
+    return _op(where) if isinstance(where, Op) else where if isinstance(where, str) else repr(where)
 
 
 def _check_tensors(graph: Graph) -> None:
@@ -236,52 +257,65 @@ def _check_tensors(graph: Graph) -> None:
             if ref.producer is not op or ref.slot != slot:
                 _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
                                  f"slot {slot}; an op's outputs are its own, by position")
-    for where, ref in _refs_of(graph):
-        if ref.kind not in _KINDS:
-            _fail("tensors", f"{ref!r} in {where} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
-        p = ref.producer
-        if p is None:
-            if ref.kind == "activation":
-                _fail("tensors", f"{ref!r} in {where} is an activation without producer; activations come from ops")
-            continue
-        if not (0 <= p.index < len(ops) and ops[p.index] is p):
-            _fail("tensors", f"{ref!r} in {where} names %{p.name} as producer, which is not an op of this graph")
-        outs = p.outputs
-        if ref.slot >= len(outs):
-            _fail("tensors", f"{ref!r} in {where} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
-        out = outs[ref.slot]
-        if out is not ref and (out.storage != ref.storage or ref.version < out.version):
-            _fail("tensors", f"{ref!r} in {where} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later version "
-                             f"of it; a tensor ref is its producer's output at its slot, or that tensor after a write")
+    checked: set[int] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
+    for w, refs in _mentions(graph):
+        for ref in refs:
+            if id(ref) in checked:
+                continue
+            checked.add(id(ref))
+            if ref.kind not in _KINDS:
+                _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
+            p = ref.producer
+            if p is None:
+                if ref.kind == "activation":
+                    _fail("tensors", f"{ref!r} in {_at(w)} is an activation without producer; activations "
+                                     f"come from ops")
+                continue
+            if not (0 <= p.index < len(ops) and ops[p.index] is p):
+                _fail("tensors", f"{ref!r} in {_at(w)} names %{p.name} as producer, which is not an op of this graph")
+            outs = p.outputs
+            if ref.slot >= len(outs):
+                _fail("tensors", f"{ref!r} in {_at(w)} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
+            out = outs[ref.slot]
+            if out is not ref and (out.storage != ref.storage or ref.version < out.version):
+                _fail("tensors", f"{ref!r} in {_at(w)} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later "
+                                 f"version of it; a tensor ref is its producer's output at its slot, or that tensor "
+                                 f"after a write")
 
 
 def _check_versions(graph: Graph) -> None:
     latest: dict[int, int] = {}
-
-    def see(op: Op, ref: TensorRef, role: str) -> None:
-        v = latest.get(ref.storage, -1)
-        if ref.version < v:
-            _fail("versions", f"{_op(op)}'s {role} {ref!r} has version {ref.version} of storage {ref.storage}, which "
-                              f"an earlier op already saw at version {v}; versions of a storage never decrease")
-        latest[ref.storage] = ref.version
-
+    seen = latest.get
     for op in graph.ops:
-        read: dict[int, int] = {}
+        read: dict[int, int] = {}  # storage -> the latest version the op reads
         for ref in op.inputs:
-            see(op, ref, "input")
-            read[ref.storage] = max(read.get(ref.storage, -1), ref.version)
+            s, v = ref.storage, ref.version
+            if v < seen(s, -1):
+                _older(op, ref, "input", latest)
+            latest[s] = v
+            r = read.get(s, -1)
+            read[s] = v if v > r else r
         for ref in op.mutated:
-            see(op, ref, "written tensor")
+            if ref.version < seen(ref.storage, -1):
+                _older(op, ref, "written tensor", latest)
+            latest[ref.storage] = ref.version
             if ref.storage in read and ref.version <= read[ref.storage]:
                 _fail("mutated", f"{_op(op)} writes {ref!r} but its version is not later than the version it read "
                                  f"({read[ref.storage]}); a write makes a new version")
         for ref in op.outputs:
-            see(op, ref, "output")
-        in_storages = {r.storage for r in op.inputs}
-        view = not op.mutated and any(r.storage in in_storages for r in op.outputs)
+            if ref.version < seen(ref.storage, -1):
+                _older(op, ref, "output", latest)
+            latest[ref.storage] = ref.version
+        view = not op.mutated and any(r.storage in read for r in op.outputs)
         if op.is_view != view:
             _fail("mutated", f"{_op(op)} has is_view={op.is_view}; is_view is true exactly when the op writes nothing "
                              f"and an output shares an input's storage")
+
+
+def _older(op: Op, ref: TensorRef, role: str, latest: dict[int, int]) -> None:
+    v = latest.get(ref.storage, -1)
+    _fail("versions", f"{_op(op)}'s {role} {ref!r} has version {ref.version} of storage {ref.storage}, which "
+                      f"an earlier op already saw at version {v}; versions of a storage never decrease")
 
 
 def _check_graph_io(graph: Graph) -> None:
@@ -341,7 +375,9 @@ def _check_arguments(graph: Graph) -> None:
 
 
 def _check_constants(graph: Graph) -> None:
-    read = {ref.name: ref for _, ref in _refs_of(graph) if ref.kind == "constant"}
+    if not graph.constants:
+        return
+    read = {ref.name: ref for _, refs in _mentions(graph) for ref in refs if ref.kind == "constant"}
     for name, literal in graph.constants.items():
         ref = read.get(name)
         if ref is None:

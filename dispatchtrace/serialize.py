@@ -24,7 +24,6 @@ from .collector import Paused
 from .deserialize import SavedError, from_json, load, loads
 from .graph import Call, Graph, Op
 from .jsonvalues import FORMAT, VERSION, FormatError, Opaque, Record, _key, _record, _unrecord, _unvalue, _value
-from .structure import iter_leaves
 from .tensors import TensorRef
 
 __all__ = ["FORMAT", "VERSION", "FormatError", "Opaque", "Record", "SavedError", "dumps", "from_json", "load", "loads", "save",
@@ -41,37 +40,51 @@ class _Tables:
         self.refs: dict[int, TensorRef] = {}
         self.sources: list[Any] = []
         self._source_ix: dict[Any, int] = {}
+        self._source_of: dict[int, tuple[Any, int]] = {}  # id(record) -> (record, its index)
 
     def ids(self, refs: Any) -> list[int]:
         """Tensor ids of ``refs``, each ref noted for the ``tensors`` table."""
-        out = []
+        note = self.refs.setdefault
         for r in refs:
-            self.refs.setdefault(r.id, r)
-            out.append(r.id)
-        return out
+            note(r.id, r)
+        return [r.id for r in refs]
 
     def value(self, v: Any) -> Any:
-        """An argument as JSON, each ref inside it noted for the ``tensors`` table."""
-        for leaf in iter_leaves(v):
-            if isinstance(leaf, TensorRef):
-                self.refs.setdefault(leaf.id, leaf)
+        """An argument as JSON (``_value``), each ref inside it noted for the ``tensors`` table."""
+        t = type(v)
+        if t is TensorRef or isinstance(v, TensorRef):
+            self.refs.setdefault(v.id, v)
+            return {"$t": v.id}
+        if t is int or t is str or t is bool or v is None:
+            return v
+        if t is list:
+            return [x if type(x) is int else self.value(x) for x in v]
+        if t is tuple:
+            return {"$tuple": [self.value(x) for x in v]}
+        if t is dict:
+            return {"$dict": [[k, self.value(x)] for k, x in v.items()]}
         return _value(v)
 
     def source(self, source: Any) -> int:
         """Index of ``source`` in the ``sources`` table (equal records share one entry)."""
+        seen = self._source_of.get(id(source))
+        if seen is not None and seen[0] is source:  # the same record as an earlier op's
+            return seen[1]
         key = _key(source)
         ix = self._source_ix.get(key)
         if ix is None:
             ix = self._source_ix[key] = len(self.sources)
             self.sources.append(_record(source))
+        self._source_of[id(source)] = (source, ix)
         return ix
 
 
 def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
+    value, ids, kwargs, mutated = t.value, t.ids, op.kwargs, op.mutated
     entry: dict[str, Any] = {
         "name": op.name, "target": op.target, "call": call_ix[id(op.call)],
-        "args": [t.value(a) for a in op.args], "kwargs": {k: t.value(v) for k, v in op.kwargs.items()},
-        "inputs": t.ids(op.inputs), "outputs": t.ids(op.outputs), "mutated": t.ids(op.mutated),
+        "args": [value(a) for a in op.args], "kwargs": {k: value(v) for k, v in kwargs.items()} if kwargs else {},
+        "inputs": ids(op.inputs), "outputs": ids(op.outputs), "mutated": ids(mutated) if mutated else [],
         "is_view": op.is_view, "producers": [p.index for p in op.producers],
     }
     if op.phase != "forward":
@@ -127,7 +140,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "format": FORMAT, "version": VERSION, "dispatchtrace": __version__, "torch": torch.__version__,
         "complete": graph.complete,
         "error": None if error is None else _error_entry(error),
-        "tensors": [_tensor_row(r) for r in sorted(t.refs.values(), key=lambda r: r.id)],
+        "tensors": [_tensor_row(t.refs[i]) for i in sorted(t.refs)],
         "calls": call_entries, "ops": ops, "sources": t.sources,
         "saved": [[rec.storage, rec.bytes, call_ix[id(rec.call)]] for rec in graph.saved],
         "notes": list(graph.notes),
@@ -150,8 +163,8 @@ def _error_entry(error: BaseException) -> dict[str, Any]:
 
 def dumps(graph: Graph) -> str:
     """The capture as JSON text (the cyclic collector paused meanwhile: ``collector.Paused``)."""
-    with Paused():
-        return json.dumps(to_json(graph), separators=(",", ":"), allow_nan=False)
+    with Paused():  # every list and dict of to_json's is new, built bottom-up: none can hold itself
+        return json.dumps(to_json(graph), separators=(",", ":"), allow_nan=False, check_circular=False)
 
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:

@@ -11,7 +11,7 @@ from models import example
 from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
-from dispatchtrace.views.costs import costs, itemsize, op_flops, total_flops
+from dispatchtrace.views.costs import cost_key, costs, itemsize, op_cost, op_flops, total_flops
 
 
 def _both(model: nn.Module, *inputs: torch.Tensor) -> tuple[int, dt.Graph]:
@@ -274,3 +274,33 @@ def test_a_graph_with_costs_is_freed_when_dropped() -> None:
     del g
     gc.collect()
     assert ref() is None
+
+
+def test_ops_with_equal_cost_keys_are_computed_once_and_cost_what_they_cost_alone() -> None:
+    # a training step of repeated layers: most ops repeat an earlier one's key (shapes, dtypes, values)
+    # (kernels 3 and 1 give the same output shape: only the weight's shape tells their FLOPs apart)
+    model = nn.Sequential(*(nn.Sequential(nn.Conv2d(4, 4, k, padding=k // 2), nn.BatchNorm2d(4), nn.ReLU())
+                            for k in (3, 1, 3, 1)), nn.Flatten(), nn.Linear(4 * 8 * 8, 5))
+    with dt.capture(model) as g:
+        model(torch.randn(2, 4, 8, 8)).sum().backward()
+    c = costs(g)
+    keys = {cost_key(op) for op in g.ops}
+    assert len(keys) < len(g.ops) / 2
+    for op in g.ops:
+        assert c.op(op) == op_cost(op), op
+    assert total_flops(g) == sum(f for op in g.ops if (f := op_cost(op).flops) is not None) > 0
+
+
+def test_cost_keys_tell_apart_what_a_formula_can_read() -> None:
+    x = torch.ones(2, 3)
+    with dt.capture() as g:
+        x * 2, x * 2.0, x * True, x * 0.0, x * -0.0  # noqa: B018
+        x.sum([0]), x.sum([1]), x.sum([0], keepdim=True)
+        x.double() * 2, torch.ones(3, 2) * 2, x.to("meta") * 2
+    keys = [cost_key(op) for op in g.ops]
+    assert len(set(keys)) == len(keys)
+    with dt.capture() as again:
+        y = torch.ones(2, 3)
+        x * 2, y * 2  # noqa: B018
+    first, second = (op for op in again.ops if op.target == "aten.mul.Tensor")
+    assert cost_key(first) == cost_key(second) == keys[0]  # other tensors of the same shape, dtype, device

@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..schema import overload_of
 from ..structure import map_leaves
-from ..tensors import itemsize
+from ..tensors import TensorRef, itemsize
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
-    from ..tensors import TensorRef
 
 def tensor_bytes(ref: TensorRef) -> int | None:
     """``numel * itemsize`` of a tensor ref; ``None`` when the shape is symbolic or dtype unknown."""
@@ -88,8 +87,6 @@ def _standin(value: Any, device: str | None = None) -> Any:
     With ``device`` set (inside a ``FakeTensorMode``), tensors are made on the recorded device
     instead, so kernels that pick their path by device decompose as they did when captured.
     """
-    from ..tensors import TensorRef
-
     def leaf(v: Any) -> Any:
         if not isinstance(v, TensorRef):
             return v
@@ -181,6 +178,49 @@ def op_cost(op: Op) -> OpCost:
     return OpCost(op_flops(op), total, sizes)
 
 
+def cost_key(op: Op) -> Any:
+    """Everything ``op_cost`` reads of ``op``: its target, every argument (tensors by shape, dtype
+    and device; other values by type and value, floats by ``repr`` so ``-0.0`` is not ``0.0``) and
+    its outputs' shapes, dtypes and devices. Ops with equal keys cost the same (a decoder repeats
+    each layer's ops); a key may hold an unhashable value, then it cannot be looked up.
+
+    >>> import torch, dispatchtrace as dt
+    >>> lin, x = torch.nn.Linear(4, 2), torch.ones(3, 4)
+    >>> with dt.capture(lin) as g:
+    ...     _ = lin(x), lin(x)
+    >>> [cost_key(op) == cost_key(g.ops[1]) for op in g.ops]
+    [False, True, False, True]
+    """
+    args, kwargs = op.args, op.kwargs
+    if type(args) is tuple:  # _arg_key(args), its first level inline
+        args = (tuple, *[(_REF, x.shape, x.dtype, x.device) if type(x) is TensorRef else x if type(x) is int
+                         else _arg_key(x) for x in args])
+    else:
+        args = _arg_key(args)
+    return (op.target, args, _arg_key(kwargs) if kwargs else None,
+            tuple([(_REF, r.shape, r.dtype, r.device) for r in op.outputs]))
+
+
+_REF = object()  # tags a tensor's key: no other value's key equals it
+
+
+def _arg_key(v: Any) -> Any:
+    t = type(v)
+    if t is TensorRef:
+        return (_REF, v.shape, v.dtype, v.device)
+    if t is int or t is str or v is None:  # no other key is an int, a str or None
+        return v
+    if t is tuple or t is list:
+        return (t, *[x if type(x) is int else _arg_key(x) for x in v])
+    if t is dict:
+        return (t, *[(k, _arg_key(x)) for k, x in v.items()])
+    if t is float:
+        return (t, repr(v))
+    if isinstance(v, TensorRef):
+        return (_REF, v.shape, v.dtype, v.device)
+    return (t, v)
+
+
 def _add(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
@@ -190,7 +230,7 @@ def _add(a: int | None, b: int | None) -> int | None:
 
 
 class Costs:
-    """Per-op and per-call costs of one graph, computed on first use and kept."""
+    """Per-op and per-call costs of one graph, computed on first use and kept (once per distinct ``cost_key``)."""
 
     def __init__(self, graph: Graph, shared: Costs | None = None) -> None:
         # the root call and the outputs, not the graph: the per-graph cache below holds Costs
@@ -199,6 +239,7 @@ class Costs:
         self._outputs = graph.outputs
         self._ops: dict[int, OpCost] = {}
         self._calls: dict[int, CallCost] = {}
+        self._by_key: dict[Any, OpCost] = {}
         # a phase view (``views.phases``) asks its capture's costs for each op it copies
         self._shared, self._source = shared, getattr(graph, "source_op", None)
 
@@ -209,7 +250,18 @@ class Costs:
             if self._shared is not None and self._source is not None:
                 cost = self._ops[id(op)] = self._shared.op(self._source[op])
             else:
-                cost = self._ops[id(op)] = op_cost(op)
+                cost = self._ops[id(op)] = self._cost(op)
+        return cost
+
+    def _cost(self, op: Op) -> OpCost:
+        """``op_cost(op)``, computed once per distinct ``cost_key``."""
+        key = cost_key(op)
+        try:
+            cost = self._by_key.get(key)
+        except TypeError:  # an unhashable argument
+            return op_cost(op)
+        if cost is None:
+            cost = self._by_key[key] = op_cost(op)
         return cost
 
     def call(self, call: Call) -> CallCost:
