@@ -222,7 +222,11 @@ class Recorder:
                                  tuple(inputs), tuple(producers), phase=self.phase)
         if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
             self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
-        if info.writes:
+        if info.self_only and args and out is args[0] and isinstance(out, Tensor):  # relu_, add_: wrote itself, returned
+            self.tracker.write(out, op)
+            ref = self._produced(out, op, True)
+            self.builder.set_outputs(op, (ref,), mutated=(ref,))
+        elif info.writes:
             written = self._record_writes(op, info.written(args, kwargs))
             outputs = self._record_outputs(op, out, written)
             if written:
