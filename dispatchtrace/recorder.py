@@ -192,24 +192,26 @@ class Recorder:
         self._view = out if info.views else None
         live = self._live
         read = self._read
-        rargs: list[Any] = []
+        rargs = list(args)  # plain values stay where they are; the others are replaced
+        i = -1
         for a in args:
+            i += 1
             if type(a) in _PLAIN:
-                rargs.append(a)
-            elif isinstance(a, Tensor):
+                continue
+            if type(a) is Tensor or isinstance(a, Tensor):
                 s = live.get(id(a))
                 if s is None or s.storage.version != s.born or s.ref.version != s.born or s.wr() is not a:
-                    rargs.append(read(a))
+                    rargs[i] = read(a)
                     continue
                 ref = s.ref
                 inputs.append(ref)
                 if ref.producer is not None:
                     producers[ref.producer] = None
-                rargs.append(ref)
+                rargs[i] = ref
             elif type(a) is list and _all_plain(a):  # int[] sizes, strides: nothing to read
-                rargs.append(a[:])
+                rargs[i] = a[:]
             else:
-                rargs.append(map_leaves(a, read))
+                rargs[i] = map_leaves(a, read)
         rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
         self._view = None  # never hold a result past its op
         recorded = tuple(rargs)
@@ -234,7 +236,7 @@ class Recorder:
                 self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
             else:
                 self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
-        elif isinstance(out, Tensor):  # the common case, inline
+        elif type(out) is Tensor or isinstance(out, Tensor):  # the common case, inline
             ref = self._produced(out, op, False)
             sid = ref.storage
             is_view = False
