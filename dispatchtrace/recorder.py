@@ -200,7 +200,7 @@ class Recorder:
                 continue
             if type(a) is Tensor or isinstance(a, Tensor):
                 s = live.get(id(a))
-                if s is None or s.storage.version != s.born or s.ref.version != s.born or s.wr() is not a:
+                if s is None or s.storage.version != s.born or s.ref.version != s.born or s() is not a:
                     rargs[i] = read(a)
                     continue
                 ref = s.ref
