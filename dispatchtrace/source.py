@@ -12,11 +12,11 @@ import torch
 
 _INTERNAL = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep)
 _USER = (os.path.join(os.path.dirname(__file__), "models.py"),)  # the bundled demo models are user code
-# Code objects seen, by where they are (filled as the stack is walked), by ``id``: a code object's own hash
-# is computed anew at each call from its name, bytecode and constants (0.5-1 µs), an ``id``'s is free. The
-# dicts hold every code object they name, so an ``id`` in them is never reused for another.
-_internal_code: dict[int, CodeType] = {}
-_user_code: dict[int, CodeType] = {}
+# Files seen, by where they are (filled as the stack is walked): a file name caches its hash, a code
+# object's is computed anew at every call from its name, bytecode and constants (0.5-1 µs).
+_internal_files: set[str] = set()
+_user_files: set[str] = set()
+_user_code: dict[int, CodeType] = {}  # the code of every site made, by id: held, so an id here is never reused
 
 Site = tuple[int, int]
 """``(id(code), f_lasti)`` of a user frame: the instruction, not the line (``f_lineno`` scans the code's line
@@ -39,22 +39,23 @@ class Source:
 def user_site(skip: int = 1) -> Site | None:
     """The ``Site`` of the innermost frame outside torch and dispatchtrace, or ``None``."""
     frame = sys._getframe(skip)
-    internal = _internal_code
+    internal = _internal_files
     while frame is not None:
         code = frame.f_code
-        key = id(code)
-        if key in internal:  # a dict test, not a call: most frames walked are torch's own
+        name = code.co_filename
+        if name in internal:  # a set test, not a call: most frames walked are torch's own
             frame = frame.f_back
             continue
-        if key in _user_code:
-            return key, frame.f_lasti
-        name = code.co_filename
-        if name.startswith(_INTERNAL) and name not in _USER:
-            internal[key] = code
-            frame = frame.f_back
-        else:
+        if name not in _user_files:
+            if name.startswith(_INTERNAL) and name not in _USER:
+                internal.add(name)
+                frame = frame.f_back
+                continue
+            _user_files.add(name)
+        key = id(code)
+        if key not in _user_code:
             _user_code[key] = code
-            return key, frame.f_lasti
+        return key, frame.f_lasti
     return None
 
 
