@@ -208,8 +208,13 @@ class Recorder:
                 if ref.producer is not None:
                     producers[ref.producer] = None
                 rargs[i] = ref
-            elif type(a) is list and _all_plain(a):  # int[] sizes, strides: nothing to read
-                rargs[i] = a[:]
+            elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
+                for v in a:
+                    if type(v) not in _PLAIN:
+                        rargs[i] = map_leaves(a, read)
+                        break
+                else:
+                    rargs[i] = a[:]
             else:
                 rargs[i] = map_leaves(a, read)
         rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
@@ -363,13 +368,6 @@ def _add_dataflow_inputs(graph: Graph) -> None:
                 call = call.parent
     for call, refs in extra.items():
         GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
-
-
-def _all_plain(values: list[Any]) -> bool:
-    for v in values:
-        if type(v) not in _PLAIN:
-            return False
-    return True
 
 
 def _shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:
