@@ -179,14 +179,19 @@ class Tracker:
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
+        shape = None
         if type(t) is Tensor:
             try:
-                shape = tuple(t.shape)
+                size = t.shape
             except RuntimeError:  # nested
-                shape = _shape(t)
-        else:
+                pass
+            else:  # a Size hashes and compares as its tuple: a shape met before is found with no tuple made
+                shape = self._shapes.get(size)
+                if shape is None:
+                    shape = self._shapes[size] = tuple(size)
+        if shape is None:
             shape = _shape(t)
-        shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
+            shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
         try:
             dtype = _dtype_names[t.dtype]
         except KeyError:
