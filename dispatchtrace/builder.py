@@ -2,7 +2,7 @@
 
 Like ``torch.fx.Graph.create_node``, each method adds one record and links it where it belongs:
 a call to its parent's children and ``graph.calls``; an op to ``graph.ops``, its call's ``ops`` and
-``children``, and to the ``users`` of each of its producers. Records are added in the order they
+``children`` (its producers' ``users`` are found from ``producers`` when first read: ``users.Users``). Records are added in the order they
 ran, so indices, children order and op ranges hold by construction (``Graph.lint`` checks them).
 
 >>> from dispatchtrace.tensors import TensorRef
@@ -28,17 +28,19 @@ from typing import Any
 from .graph import Call, Graph, Op, Phase, Saved, new_call
 from .literals import Literal
 from .tensors import TensorRef
+from .users import Users
 
 
 class GraphBuilder:
     """Adds calls and ops to ``graph`` (a new empty one by default) in execution order."""
 
-    __slots__ = ("graph", "_ops", "_calls")
+    __slots__ = ("graph", "_ops", "_calls", "_users")
 
     def __init__(self, graph: Graph | None = None) -> None:
         self.graph = graph if graph is not None else Graph()
         self._ops = self.graph.ops
         self._calls = self.graph.calls
+        self._users = Users(self._ops)
 
     def add_call(self, parent: Call, path: str, type_: str, index: int, *, module: Any = None,
                  repeat: int = 1) -> Call:
@@ -56,9 +58,7 @@ class GraphBuilder:
         Its outputs are set next with ``set_outputs`` (their refs name this op as producer).
         """
         ops = self._ops
-        op = Op(len(ops), name, target, call, args, kwargs, inputs, producers=producers, phase=phase)
-        for p in producers:
-            p.users += (op,)  # a tuple: most ops have one or two users, a list would cost twice the bytes
+        op = Op(len(ops), name, target, call, args, kwargs, inputs, (), (), False, producers, self._users, phase)
         ops.append(op)
         call.ops.append(op)
         call.children.append(op)

@@ -22,6 +22,7 @@ from .scope import Scope
 from .training import Phases
 
 _graph_task_id = torch._C._current_graph_task_id
+_NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, read only, not one per op
 
 
 OpHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any]
@@ -62,8 +63,9 @@ class OpMode(TorchDispatchMode):
         self._inside = False  # this mode is running a DTensor op's local ops
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
-        kwargs = kwargs or {}
-        if types and self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
+        if not kwargs:
+            kwargs = _NO_KWARGS
+        if self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
             return self._dtensor_op(func, args, kwargs)
         out = func(*args, **kwargs)
         if RUNNING.depth and faking():  # DTensor's sharding propagation runs on fake tensors

@@ -11,6 +11,7 @@ from .depth import AUTO_BUDGET
 from .shorten import items, shapes
 from .source import Source
 from .tensors import TensorRef
+from .users import Users
 
 if TYPE_CHECKING:
     import os
@@ -71,13 +72,23 @@ class Op:
     mutated: tuple[TensorRef, ...] = ()
     is_view: bool = False
     producers: tuple[Op, ...] = ()
-    users: tuple[Op, ...] = ()
+    _users: tuple[Op, ...] | Users = ()  # ``users``: the graph's ``Users`` until assigned
     phase: Phase = "forward"
     source: Source | None = None
     origin: Call | None = None
     grad_of: Op | None = None
     param: str | None = None
     dtensor: DTensorOp | None = None  # the DTensor-level op this local op ran for (``dispatchtrace.dtensor``)
+
+    @property
+    def users(self) -> tuple[Op, ...]:
+        """The ops that list this one as a producer, in the order they ran (found when first read)."""
+        users = self._users
+        return users if type(users) is tuple else users.of(self)  # type: ignore[union-attr]
+
+    @users.setter
+    def users(self, users: tuple[Op, ...]) -> None:
+        self._users = users
 
     @property
     def short(self) -> str:

@@ -192,24 +192,31 @@ class Recorder:
         self._view = out if info.views else None
         live = self._live
         read = self._read
-        rargs: list[Any] = []
+        rargs = list(args)  # plain values stay where they are; the others are replaced
+        i = -1
         for a in args:
+            i += 1
             if type(a) in _PLAIN:
-                rargs.append(a)
-            elif isinstance(a, Tensor):
+                continue
+            if type(a) is Tensor or isinstance(a, Tensor):
                 s = live.get(id(a))
-                if s is None or s.storage.version != s.born or s.ref.version != s.born or s.wr() is not a:
-                    rargs.append(read(a))
+                if s is None or s.storage.version != s.born or s.ref.version != s.born or s() is not a:
+                    rargs[i] = read(a)
                     continue
                 ref = s.ref
                 inputs.append(ref)
                 if ref.producer is not None:
                     producers[ref.producer] = None
-                rargs.append(ref)
-            elif type(a) is list and _all_plain(a):  # int[] sizes, strides: nothing to read
-                rargs.append(a[:])
+                rargs[i] = ref
+            elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
+                for v in a:
+                    if type(v) not in _PLAIN:
+                        rargs[i] = map_leaves(a, read)
+                        break
+                else:
+                    rargs[i] = a[:]
             else:
-                rargs.append(map_leaves(a, read))
+                rargs[i] = map_leaves(a, read)
         rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
         self._view = None  # never hold a result past its op
         recorded = tuple(rargs)
@@ -222,7 +229,11 @@ class Recorder:
                                  tuple(inputs), tuple(producers), phase=self.phase)
         if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
             self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
-        if info.writes:
+        if info.self_only and args and out is args[0] and isinstance(out, Tensor):  # relu_, add_: wrote itself, returned
+            self.tracker.write(out, op)
+            ref = self._produced(out, op, True)
+            self.builder.set_outputs(op, (ref,), mutated=(ref,))
+        elif info.writes:
             written = self._record_writes(op, info.written(args, kwargs))
             outputs = self._record_outputs(op, out, written)
             if written:
@@ -230,7 +241,7 @@ class Recorder:
                 self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
             else:
                 self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
-        elif isinstance(out, Tensor):  # the common case, inline
+        elif type(out) is Tensor or isinstance(out, Tensor):  # the common case, inline
             ref = self._produced(out, op, False)
             sid = ref.storage
             is_view = False
@@ -357,13 +368,6 @@ def _add_dataflow_inputs(graph: Graph) -> None:
                 call = call.parent
     for call, refs in extra.items():
         GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
-
-
-def _all_plain(values: list[Any]) -> bool:
-    for v in values:
-        if type(v) not in _PLAIN:
-            return False
-    return True
 
 
 def _shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:

@@ -31,6 +31,7 @@ class OpSchema:
     views: bool = False  # a result aliases an argument and nothing is written (view, select, split, expand)
     lift: bool = False  # ``aten.lift_fresh`` and kin: the argument is a constant the forward built from Python data
     group: tuple[int, str] | None = None  # a collective's group-name argument (position, name): ``collectives.with_groups``
+    self_only: bool = False  # writes its first argument, always, and nothing else (``relu_``, ``add_``): ``Recorder.op``'s fast path
 
     def written(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """The argument values (tensors or tensor lists) this call writes."""
@@ -89,7 +90,8 @@ def _build(func: Any) -> OpSchema:
     group = None
     if isinstance(schema, torch._C.FunctionSchema) and schema.name.split("::")[0] in _FUNCTIONAL:
         group = next(((i, a.name) for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
-    return OpSchema(target, base, tuple(writes), write_if, views, target in _LIFTS, group)
+    self_only = len(writes) == 1 and writes[0][0] == 0 and write_if is None
+    return OpSchema(target, base, tuple(writes), write_if, views, target in _LIFTS, group, self_only)
 
 
 @functools.cache

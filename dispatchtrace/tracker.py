@@ -87,16 +87,14 @@ def span(t: Tensor) -> tuple[int, float, bool]:
         return _WHOLE
 
 
-class TensorState:
-    """One live tensor object: its current ref, storage, and the storage version it was born at."""
+class TensorState(weakref.ref):  # type: ignore[type-arg]
+    """One live tensor object: a weak ref to it (call the state: ``state() is t``) with its current ref,
+    storage, and the storage version it was born at: one object, made with no Python call."""
 
-    __slots__ = ("wr", "ref", "storage", "born")
-
-    def __init__(self, wr: weakref.ref[Tensor], ref: TensorRef, storage: StorageState, born: int) -> None:
-        self.wr = wr
-        self.ref = ref
-        self.storage = storage
-        self.born = born
+    __slots__ = ("ref", "storage", "born")
+    ref: TensorRef
+    storage: StorageState
+    born: int
 
 
 _dtype_names: dict[torch.dtype, str] = {}
@@ -137,7 +135,7 @@ class Tracker:
         self._storages: dict[int, StorageState] = {}
         self._tensors: dict[int, TensorState] = {}
         self.live = self._tensors
-        """``id(tensor) -> TensorState`` (check ``state.wr() is tensor``): read inline by ``Recorder.op``."""
+        """``id(tensor) -> TensorState`` (check ``state() is tensor``): read inline by ``Recorder.op``."""
         self._next_ref = 0
         self._next_sid = 0
         self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
@@ -162,8 +160,9 @@ class Tracker:
         """``new`` is ``old`` under another tensor object (autograd's copy of a saved tensor it
         unpacked): it gets ``old``'s ref, as the same tensor would."""
         s = self._tensors.get(id(old))
-        if s is not None and s.wr() is old:
-            self._tensors[id(new)] = TensorState(weakref.ref(new), s.ref, s.storage, s.born)
+        if s is not None and s() is old:
+            state = self._tensors[id(new)] = TensorState(new)
+            state.ref, state.storage, state.born = s.ref, s.storage, s.born
 
     def _storage(self, t: Tensor) -> StorageState:
         try:
@@ -180,14 +179,19 @@ class Tracker:
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
+        shape = None
         if type(t) is Tensor:
             try:
-                shape = tuple(t.shape)
+                size = t.shape
             except RuntimeError:  # nested
-                shape = _shape(t)
-        else:
+                pass
+            else:  # a Size hashes and compares as its tuple: a shape met before is found with no tuple made
+                shape = self._shapes.get(size)
+                if shape is None:
+                    shape = self._shapes[size] = tuple(size)
+        if shape is None:
             shape = _shape(t)
-        shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
+            shape = self._shapes.setdefault(shape, shape)  # equal shapes are one tuple per capture
         try:
             dtype = _dtype_names[t.dtype]
         except KeyError:
@@ -203,7 +207,7 @@ class Tracker:
     def known(self, t: Tensor) -> TensorState:
         """The state of ``t`` as last recorded (its ref not refreshed); first sight makes an external ref."""
         s = self._tensors.get(id(t))
-        if s is not None and s.wr() is t:
+        if s is not None and s() is t:
             return s
         storage = self._storage(t)
         entry = self._named.get(id(t))
@@ -213,14 +217,15 @@ class Tracker:
             kind, name = self._namer(t)
         ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
         self.external.append(ref)
-        s = self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
+        s = self._tensors[id(t)] = TensorState(t)
+        s.ref, s.storage, s.born = ref, storage, storage.version
         return s
 
     def refreshed(self, t: Tensor) -> TensorState:
         """The state of ``t`` with its ref made again (same producer and slot, new version) when its
         storage was written since the ref was made."""
         s = self._tensors.get(id(t))
-        if s is None or s.wr() is not t:
+        if s is None or s() is not t:
             s = self.known(t)
         ref = s.ref
         if ref.version != s.storage.version:
@@ -230,7 +235,7 @@ class Tracker:
     def ref_of(self, t: Tensor) -> TensorRef:
         """The ref of ``t`` as of now (``refreshed(t).ref``)."""
         s = self._tensors.get(id(t))
-        if s is not None and s.ref.version == s.storage.version and s.wr() is t:
+        if s is not None and s.ref.version == s.storage.version and s() is t:
             return s.ref
         return self.refreshed(t).ref
 
@@ -240,7 +245,7 @@ class Tracker:
         out = []
         for t in tensors:
             s = live.get(id(t))
-            if s is not None and s.ref.version == s.storage.version and s.wr() is t:
+            if s is not None and s.ref.version == s.storage.version and s() is t:
                 out.append(s.ref)
             else:
                 out.append(self.refreshed(t).ref)
@@ -249,7 +254,7 @@ class Tracker:
     def produced(self, t: Tensor, op: Op, written: bool, slot: int = 0) -> TensorRef:
         """Record ``t`` as an output of ``op`` (a new tensor, a view, or the tensor it wrote)."""
         s = self._tensors.get(id(t)) if written else None
-        if s is not None and s.wr() is t:
+        if s is not None and s() is t:
             # written in place and returned: the same tensor object (a buffer stays a buffer)
             storage, kind, name = s.storage, s.ref.kind, s.ref.name
         else:
@@ -265,7 +270,8 @@ class Tracker:
                     self._next_sid += 1
                     storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
         ref = self._new_ref(t, storage, op, kind, name, slot)
-        self._tensors[id(t)] = TensorState(weakref.ref(t), ref, storage, storage.version)
+        state = self._tensors[id(t)] = TensorState(t)
+        state.ref, state.storage, state.born = ref, storage, storage.version
         return ref
 
     def write(self, t: Tensor, op: Op) -> StorageState:

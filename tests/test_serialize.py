@@ -231,7 +231,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
 
     saved = {
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view",
-             "producers", "users", "phase", "source", "origin", "grad_of", "param", "dtensor"},
+             "producers", "_users", "phase", "source", "origin", "grad_of", "param", "dtensor"},
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
                "params", "self_params", "source", "returned", "arguments", "_module"},
         TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name", "slot"},

@@ -189,7 +189,7 @@ class _Builder:
                 new.children.append(sub)
                 self._fill(child, kids)
             else:
-                op = replace(child, index=len(self.view.ops), call=new, users=(),
+                op = replace(child, index=len(self.view.ops), call=new, _users=(),
                              origin=self.copy.get(child.origin) if child.origin is not None else None)
                 self.new_op[child] = op
                 self.view.source_op[op] = child
