@@ -13,7 +13,7 @@ from torch.utils.hooks import RemovableHandle
 from .builder import GraphBuilder
 from .collectives import recorded_object, with_groups
 from .dtensor import dtensor_record
-from .graph import Call, Graph, Op, Phase, op_ranges
+from .graph import Call, Graph, Op, Phase
 from .literals import LIMIT, literal_of
 from .names import Names
 from .params import count_params
@@ -51,6 +51,7 @@ class Recorder:
         self.stack: list[Call] = [self.graph.root]
         self._counts: dict[int, int] = {}
         self._call_keys: list[int] = []
+        self._starts: dict[Call, int] = {}  # each call's first op index (the ops issued inside it come next)
         self._name_counts: dict[str, int] = {}
         self._pending: dict[int, str] = {}
         self._late_hooks: list[RemovableHandle] = []
@@ -101,6 +102,7 @@ class Recorder:
         else:
             inputs = self.tracker.refs(tensors_in(args))
         call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
+        self._starts[call] = len(self.graph.ops)
         self.builder.set_call_inputs(call, inputs)
         if positional is not None:
             self.builder.set_call_arguments(call, positional, {})
@@ -310,7 +312,7 @@ class Recorder:
         tops = [c for c in graph.root.children if isinstance(c, Call)]
         self.builder.set_graph_io([r for r in self.tracker.external if r.kind == "input"],
                                   [r for c in tops for r in c.outputs])
-        _add_dataflow_inputs(graph)
+        _add_dataflow_inputs(graph, self._starts)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
             for op, src in zip(graph.ops, table.resolve_all(self._sites), strict=True):
@@ -337,24 +339,32 @@ def _add_params(graph: Graph) -> None:
     graph.root.params, graph.root.self_params = total, 0
 
 
-def _add_dataflow_inputs(graph: Graph) -> None:
+def _add_dataflow_inputs(graph: Graph, starts: dict[Call, int]) -> None:
     """Extend each call's inputs with tensors its ops read that came from outside the call.
 
     The forward hook only sees positional arguments; this adds keyword arguments, closures and
-    attributes read inside. A call's ops are one contiguous index range, which makes "inside" cheap.
+    attributes read inside. A call's ops are one contiguous index range from ``starts[call]`` (the
+    number of ops recorded before it was entered), and a producer ran before the op reading it,
+    so a tensor came from outside the call exactly when its producer's index is below the start.
     """
-    spans = op_ranges(graph.root)
     extra: dict[Call, dict[TensorRef, None]] = {}
     for op in graph.ops:
+        call = op.call
+        if call.parent is None:  # issued outside every call: nothing to extend
+            continue
         for ref in op.inputs:
-            if ref.kind not in ("input", "activation"):
+            kind = ref.kind
+            if kind != "activation" and kind != "input":
                 continue
-            call = op.call
-            while call.parent is not None:
-                if ref.producer is not None and ref.producer.index in spans[id(call)]:
-                    break
-                extra.setdefault(call, {})[ref] = None
-                call = call.parent
+            producer = ref.producer
+            made = -1 if producer is None else producer.index
+            at = call
+            while at.parent is not None and made < starts[at]:
+                refs = extra.get(at)
+                if refs is None:
+                    refs = extra[at] = {}
+                refs[ref] = None
+                at = at.parent
     for call, refs in extra.items():
         GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
 
