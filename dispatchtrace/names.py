@@ -23,6 +23,8 @@ class Names:
     def __init__(self, model: Any = None) -> None:
         self._modules: dict[int, tuple[nn.Module, str]] = {}
         self._tensors: dict[int, tuple[torch.Tensor, str, str]] = {}
+        self.paths = self._modules
+        """``id -> (module, path)`` of the modules learned so far (check ``is``; else ask ``path``)."""
         self.by_id = self._tensors
         """``id -> (tensor, kind, name)`` of the parameters and buffers learned so far (check ``is``)."""
         if isinstance(model, nn.Module):

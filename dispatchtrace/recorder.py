@@ -42,13 +42,16 @@ class Recorder:
         self._sites: list[Site | None] | None = [] if source else None
         self._call_sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
+        self._paths = self.names.paths
         self.tracker = Tracker(self._classify, self.names.by_id)
         self._live = self.tracker.live
         self._produced = self.tracker.produced
         self._inputs: list[TensorRef] = []  # the op being recorded: what its arguments read
         self._producers: dict[Op, None] = {}
         self._view: Any = None
-        self.stack: list[Call] = [self.graph.root]
+        self._root = self.graph.root
+        self._ops = self.graph.ops
+        self.stack: list[Call] = [self._root]
         self._counts: dict[int, int] = {}
         self._call_keys: list[int] = []
         self._starts: dict[Call, int] = {}  # each call's first op index (the ops issued inside it come next)
@@ -84,29 +87,42 @@ class Recorder:
 
     # ---- module calls ----------------------------------------------------------------------
     def enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        parent = self.stack[-1]
+        """A module call begins (the global pre-hook): a new call inside the running one, reading
+        the tensors passed to it. Runs once per call: keep it lean."""
+        stack = self.stack
+        parent = stack[-1]
         key = id(module)
-        index = self._counts.get(key, 0)
-        self._counts[key] = index + 1
+        counts = self._counts
+        index = counts.get(key, 0)
+        counts[key] = index + 1
         self._call_keys.append(key)
         if self._call_sites is not None:
             self._call_sites.append(user_site(2))
-        ref_of = self.tracker.ref_of
-        positional: list[tuple[str, Any]] | None = None
-        if parent is self.graph.root:
+        if parent is not self._root:
+            if len(args) == 1 and isinstance(args[0], Tensor):  # the common case, inline
+                a = args[0]
+                s = self._live.get(id(a))
+                if s is None or s.ref.version != s.storage.version or s.wr() is not a:
+                    s = self.tracker.refreshed(a)
+                inputs: tuple[TensorRef, ...] = (s.ref,)
+            else:
+                refs = self.tracker.refs(tensors_in(args))
+                inputs = tuple(refs) if len(refs) < 2 else tuple(dict.fromkeys(refs))
+            entry = self._paths.get(key)  # after the refs: a module learned now names no tensor read before
+            path = entry[1] if entry is not None and entry[0] is module else self.names.path(module)
+            call = self.builder.add_call(parent, path, type(module).__name__, index, module=module, inputs=inputs)
+        else:
+            ref_of = self.tracker.ref_of
             named = list(leaves(args))
             names = self._name_inputs(module, named, len(args))
-            inputs = [ref_of(t) for _, t in named]
+            refs = [ref_of(t) for _, t in named]
             positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
-        else:
-            inputs = self.tracker.refs(tensors_in(args))
-        call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
-        self._starts[call] = len(self.graph.ops)
-        self.builder.set_call_inputs(call, inputs)
-        if positional is not None:
+            call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
+            self.builder.set_call_inputs(call, refs)
             self.builder.set_call_arguments(call, positional, {})
-        self.stack.append(call)
+        self._starts[call] = len(self._ops)
+        stack.append(call)
         if module._forward_hooks:
             self._watch_user_hooks(module, call)
 
@@ -163,23 +179,32 @@ class Recorder:
         self.builder.set_call_arguments(call, call.arguments[0], {k: template(v, ref_of) for k, v in kwargs.items()})
 
     def exit(self, module: nn.Module, output: Any) -> None:
-        # pop to the call of this module; calls whose exit hook never ran are closed with it
-        for depth in range(len(self.stack) - 1, 0, -1):
-            if self.stack[depth].module is module:
-                break
+        """A module call ends (the global always-called forward hook; ``output`` is ``None`` when
+        its forward raised): pop to its call; calls whose exit hook never ran are closed with it."""
+        stack = self.stack
+        call = stack[-1]
+        weak = call._module  # the module property, inline: the innermost call is the one ending
+        if weak is not None and weak() is module:
+            stack.pop()
         else:
-            return
-        call = self.stack[depth]
-        del self.stack[depth:]
+            for depth in range(len(stack) - 1, 0, -1):
+                if stack[depth].module is module:
+                    break
+            else:
+                return
+            call = stack[depth]
+            del stack[depth:]
         if output is not None:
             self._returned(call, output)
 
     def _returned(self, call: Call, output: Any) -> None:
-        ref_of = self.tracker.ref_of
         if isinstance(output, Tensor):
-            ref = ref_of(output)
-            self.builder.set_call_result(call, (ref,), ref)
+            s = self._live.get(id(output))
+            if s is None or s.ref.version != s.storage.version or s.wr() is not output:
+                s = self.tracker.refreshed(output)
+            self.builder.set_call_result(call, (s.ref,), s.ref)
         else:
+            ref_of = self.tracker.ref_of
             self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
 
     # ---- ops ---------------------------------------------------------------------------------
