@@ -41,9 +41,11 @@ class Names:
         generator per level (a model's tree is walked once per capture)."""
         modules, tensors = self._modules, self._tensors
         compiled: dict[type, bool] = {}
+        sharded = _SHARDED
         todo = [(prefix, module)]
+        pop, push = todo.pop, todo.append
         while todo:
-            path, mod = todo.pop()
+            path, mod = pop()
             if id(mod) in modules:  # met before under another path: so was everything below it
                 continue
             modules[id(mod)] = (mod, path)
@@ -51,9 +53,14 @@ class Names:
             for name, p in mod._parameters.items():
                 if p is not None and id(p) not in tensors:
                     tensors[id(p)] = (p, "parameter", dot + name)
-                    local = _local_shard(p)
-                    if local is not None:  # a DTensor parameter: its local ops read this rank's shard
-                        tensors.setdefault(id(local), (local, "parameter", dot + name))
+                    cls = type(p)
+                    shards = sharded.get(cls)
+                    if shards is None:
+                        shards = sharded[cls] = cls.__name__ in ("DTensor", "Parameter") and hasattr(cls, "to_local")
+                    if shards:  # a DTensor parameter: its local ops read this rank's shard
+                        local = getattr(p, "_local_tensor", None)
+                        if isinstance(local, torch.Tensor):
+                            tensors.setdefault(id(local), (local, "parameter", dot + name))
             for name, b in mod._buffers.items():
                 if b is not None and id(b) not in tensors:
                     tensors[id(b)] = (b, "buffer", dot + name)
@@ -63,10 +70,15 @@ class Names:
                 wrapper = compiled.get(cls)
                 if wrapper is None:
                     wrapper = compiled[cls] = hidden_kind(mod) == "compiled"
-                below = [(path if wrapper and name == "_orig_mod" else dot + name, child)
-                         for name, child in children.items() if child is not None]
-                below.reverse()  # popped in order
-                todo += below
+                if len(children) == 1:
+                    for name, child in children.items():
+                        if child is not None:
+                            push((path if wrapper and name == "_orig_mod" else dot + name, child))
+                else:
+                    below = [(path if wrapper and name == "_orig_mod" else dot + name, child)
+                             for name, child in children.items() if child is not None]
+                    below.reverse()  # popped in order
+                    todo += below
 
     def path(self, module: nn.Module) -> str:
         entry = self._modules.get(id(module))
@@ -101,10 +113,5 @@ class Names:
         return entry[1], entry[2]
 
 
-def _local_shard(p: torch.Tensor) -> torch.Tensor | None:
-    """This rank's shard of a DTensor parameter (``None`` for any other tensor)."""
-    if type(p).__name__ not in ("DTensor", "Parameter") or not hasattr(type(p), "to_local"):
-        return None
-    local = getattr(p, "_local_tensor", None)
-    return local if isinstance(local, torch.Tensor) else None
-
+_SHARDED: dict[type, bool] = {}
+"""Per parameter type: whether it is a DTensor (parameter), whose ``_local_tensor`` is this rank's shard."""
