@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch.nn as nn
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 Counts = dict[int, tuple[int, int]]
 
@@ -94,3 +99,17 @@ def _shared_counts(modules: list[nn.Module]) -> tuple[Counts, int]:
     for module in modules:
         every.update(visit(module))
     return counts, sum(every.values())
+
+
+def add_params(graph: Graph) -> None:
+    """Parameter counts per call (own, and with children), while the modules are still alive."""
+    modules: dict[int, nn.Module] = {}
+    of_calls = [call.module for call in graph.calls]
+    for module in of_calls:
+        if module is not None:
+            modules.setdefault(id(module), module)
+    counts, total = count_params(list(modules.values()))
+    for call, module in zip(graph.calls, of_calls, strict=True):
+        if module is not None:
+            call.params, call.self_params = counts[id(module)]
+    graph.root.params, graph.root.self_params = total, 0

@@ -12,11 +12,12 @@ from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
 from .collectives import recorded_object, with_groups
+from .dataflow import add_dataflow_inputs
 from .dtensor import dtensor_record
 from .graph import Call, Graph, Op, Phase
 from .literals import LIMIT, literal_of
 from .names import Names
-from .params import count_params
+from .params import add_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
 from .scope import Hidden, hidden_note
@@ -333,11 +334,11 @@ class Recorder:
         del self.stack[1:]
         for call, key in zip(graph.calls, self._call_keys, strict=True):
             call.repeat = self._counts[key]
-        _add_params(graph)
+        add_params(graph)
         tops = [c for c in graph.root.children if isinstance(c, Call)]
         self.builder.set_graph_io([r for r in self.tracker.external if r.kind == "input"],
                                   [r for c in tops for r in c.outputs])
-        _add_dataflow_inputs(graph, self._starts)
+        add_dataflow_inputs(graph, self._starts)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
             for op, src in zip(graph.ops, table.resolve_all(self._sites), strict=True):
@@ -348,50 +349,6 @@ class Recorder:
         self.names.clear()
         self._pending.clear()
         return self.builder.finish(error)
-
-
-def _add_params(graph: Graph) -> None:
-    """Parameter counts per call (own, and with children), while the modules are still alive."""
-    modules: dict[int, nn.Module] = {}
-    of_calls = [call.module for call in graph.calls]
-    for module in of_calls:
-        if module is not None:
-            modules.setdefault(id(module), module)
-    counts, total = count_params(list(modules.values()))
-    for call, module in zip(graph.calls, of_calls, strict=True):
-        if module is not None:
-            call.params, call.self_params = counts[id(module)]
-    graph.root.params, graph.root.self_params = total, 0
-
-
-def _add_dataflow_inputs(graph: Graph, starts: dict[Call, int]) -> None:
-    """Extend each call's inputs with tensors its ops read that came from outside the call.
-
-    The forward hook only sees positional arguments; this adds keyword arguments, closures and
-    attributes read inside. A call's ops are one contiguous index range from ``starts[call]`` (the
-    number of ops recorded before it was entered), and a producer ran before the op reading it,
-    so a tensor came from outside the call exactly when its producer's index is below the start.
-    """
-    extra: dict[Call, dict[TensorRef, None]] = {}
-    for op in graph.ops:
-        call = op.call
-        if call.parent is None:  # issued outside every call: nothing to extend
-            continue
-        for ref in op.inputs:
-            kind = ref.kind
-            if kind != "activation" and kind != "input":
-                continue
-            producer = ref.producer
-            made = -1 if producer is None else producer.index
-            at = call
-            while at.parent is not None and made < starts[at]:
-                refs = extra.get(at)
-                if refs is None:
-                    refs = extra[at] = {}
-                refs[ref] = None
-                at = at.parent
-    for call, refs in extra.items():
-        GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
 
 
 def _all_plain(values: list[Any]) -> bool:
