@@ -52,20 +52,11 @@ def user_site(skip: int = 1) -> Site | None:
     return None
 
 
-_SOURCES: dict[Site, Source] = {}
-"""Every site resolved so far, for all tables: a capture finds most of its lines resolved by the last one
-(like ``_user_code``, it keeps the code objects seen; emptied when it grows past ``_MAX_SOURCES``)."""
-_MAX_SOURCES = 100_000
-
-
 class SourceTable:
-    """Turns recorded sites into ``Source`` records, one per distinct site (shared by every table:
-    ``Source`` is immutable)."""
+    """Turns recorded sites into ``Source`` records, one per distinct site."""
 
     def __init__(self) -> None:
-        if len(_SOURCES) > _MAX_SOURCES:
-            _SOURCES.clear()
-        self._cache = _SOURCES
+        self._cache: dict[Site, Source] = {}
 
     def resolve(self, site: Site | None) -> Source | None:
         if site is None:
