@@ -43,10 +43,12 @@ class GraphBuilder:
         self._users = Users(self._ops)
 
     def add_call(self, parent: Call, path: str, type_: str, index: int, *, module: Any = None,
-                 repeat: int = 1) -> Call:
-        """A new call of a module, entered now inside ``parent`` (depth is ``parent.depth + 1``)."""
-        call = new_call(path, type_, index, parent, module)
-        call.repeat = repeat
+                 repeat: int = 1, inputs: tuple[TensorRef, ...] = ()) -> Call:
+        """A new call of a module, entered now inside ``parent`` (depth is ``parent.depth + 1``);
+        ``inputs``: the distinct refs it read from outside it so far (``set_call_inputs`` adds more)."""
+        call = new_call(path, type_, index, parent, module, inputs)
+        if repeat != 1:
+            call.repeat = repeat
         parent.children.append(call)
         self._calls.append(call)
         return call
@@ -91,12 +93,14 @@ class GraphBuilder:
     @staticmethod
     def set_call_inputs(call: Call, refs: Iterable[TensorRef]) -> None:
         """The tensors a call read from outside it, each once, in first-read order."""
-        call.inputs = tuple(dict.fromkeys(refs))
+        refs = tuple(refs)
+        call.inputs = refs if len(refs) < 2 else tuple(dict.fromkeys(refs))
 
     @staticmethod
     def set_call_result(call: Call, outputs: Iterable[TensorRef], returned: Any) -> None:
         """What a call returned: its output refs (each once) and the structure holding them."""
-        call.outputs = tuple(dict.fromkeys(outputs))
+        outputs = tuple(outputs)
+        call.outputs = outputs if len(outputs) < 2 else tuple(dict.fromkeys(outputs))
         call.returned = returned
 
     @staticmethod

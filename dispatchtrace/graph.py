@@ -214,9 +214,12 @@ def op_ranges(root: Call) -> dict[int, range]:
     return out
 
 
-def new_call(path: str, type_: str, index: int, parent: Call | None, module: Any = None) -> Call:
-    depth = -1 if parent is None else parent.depth + 1
-    return Call(path, type_, index, depth, parent, _module=weakref.ref(module) if module is not None else None)
+def new_call(path: str, type_: str, index: int, parent: Call | None, module: Any = None,
+             inputs: tuple[TensorRef, ...] = ()) -> Call:
+    """A call with no children yet, ``depth`` one below ``parent``'s (every field passed by position:
+    the fastest way to build one, as the capture does for each module call)."""
+    return Call(path, type_, index, -1 if parent is None else parent.depth + 1, parent, [], [], inputs, (), 1,
+                None, None, None, None, None, None if module is None else weakref.ref(module))
 
 
 class Graph:

@@ -23,6 +23,8 @@ class Names:
     def __init__(self, model: Any = None) -> None:
         self._modules: dict[int, tuple[nn.Module, str]] = {}
         self._tensors: dict[int, tuple[torch.Tensor, str, str]] = {}
+        self.paths = self._modules
+        """``id -> (module, path)`` of the modules learned so far (check ``is``; else ask ``path``)."""
         self.by_id = self._tensors
         """``id -> (tensor, kind, name)`` of the parameters and buffers learned so far (check ``is``)."""
         if isinstance(model, nn.Module):
@@ -39,9 +41,11 @@ class Names:
         generator per level (a model's tree is walked once per capture)."""
         modules, tensors = self._modules, self._tensors
         compiled: dict[type, bool] = {}
+        sharded = _SHARDED
         todo = [(prefix, module)]
+        pop, push = todo.pop, todo.append
         while todo:
-            path, mod = todo.pop()
+            path, mod = pop()
             if id(mod) in modules:  # met before under another path: so was everything below it
                 continue
             modules[id(mod)] = (mod, path)
@@ -49,9 +53,14 @@ class Names:
             for name, p in mod._parameters.items():
                 if p is not None and id(p) not in tensors:
                     tensors[id(p)] = (p, "parameter", dot + name)
-                    local = _local_shard(p)
-                    if local is not None:  # a DTensor parameter: its local ops read this rank's shard
-                        tensors.setdefault(id(local), (local, "parameter", dot + name))
+                    cls = type(p)
+                    shards = sharded.get(cls)
+                    if shards is None:
+                        shards = sharded[cls] = cls.__name__ in ("DTensor", "Parameter") and hasattr(cls, "to_local")
+                    if shards:  # a DTensor parameter: its local ops read this rank's shard
+                        local = getattr(p, "_local_tensor", None)
+                        if isinstance(local, torch.Tensor):
+                            tensors.setdefault(id(local), (local, "parameter", dot + name))
             for name, b in mod._buffers.items():
                 if b is not None and id(b) not in tensors:
                     tensors[id(b)] = (b, "buffer", dot + name)
@@ -61,10 +70,15 @@ class Names:
                 wrapper = compiled.get(cls)
                 if wrapper is None:
                     wrapper = compiled[cls] = hidden_kind(mod) == "compiled"
-                below = [(path if wrapper and name == "_orig_mod" else dot + name, child)
-                         for name, child in children.items() if child is not None]
-                below.reverse()  # popped in order
-                todo += below
+                if len(children) == 1:
+                    for name, child in children.items():
+                        if child is not None:
+                            push((path if wrapper and name == "_orig_mod" else dot + name, child))
+                else:
+                    below = [(path if wrapper and name == "_orig_mod" else dot + name, child)
+                             for name, child in children.items() if child is not None]
+                    below.reverse()  # popped in order
+                    todo += below
 
     def path(self, module: nn.Module) -> str:
         entry = self._modules.get(id(module))
@@ -99,10 +113,5 @@ class Names:
         return entry[1], entry[2]
 
 
-def _local_shard(p: torch.Tensor) -> torch.Tensor | None:
-    """This rank's shard of a DTensor parameter (``None`` for any other tensor)."""
-    if type(p).__name__ not in ("DTensor", "Parameter") or not hasattr(type(p), "to_local"):
-        return None
-    local = getattr(p, "_local_tensor", None)
-    return local if isinstance(local, torch.Tensor) else None
-
+_SHARDED: dict[type, bool] = {}
+"""Per parameter type: whether it is a DTensor (parameter), whose ``_local_tensor`` is this rank's shard."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch.nn as nn
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 Counts = dict[int, tuple[int, int]]
 
@@ -16,7 +21,55 @@ def count_params(modules: list[nn.Module]) -> tuple[Counts, int]:
     >>> counts, total = count_params([m, lin])
     >>> counts[id(m)], counts[id(m[0])], counts[id(m[1])], total
     ((9, 0), (9, 9), (0, 0), 9)
+    >>> m.append(nn.Linear(3, 3, bias=False)); m[2].weight = nn.Parameter(lin.weight.new_ones(3, 3))
+    Sequential(...)
+    >>> m[0].weight = m[2].weight  # tied: counted once, in both modules
+    >>> counts, total = count_params([m])
+    >>> counts[id(m)], counts[id(m[0])], counts[id(m[2])], total
+    ((12, 0), (12, 12), (9, 9), 12)
     """
+    fast = _tree_counts(modules)
+    return fast if fast is not None else _shared_counts(modules)
+
+
+def _tree_counts(modules: list[nn.Module]) -> tuple[Counts, int] | None:
+    """The counts with plain sums, one walk: ``None`` when some module or parameter is reached
+    twice (shared, tied), where sums would count it twice (``_shared_counts`` then)."""
+    counts: Counts = {}
+    seen: set[int] = set()
+    total = 0
+    for root in modules:
+        if id(root) in counts:  # below a module counted before
+            continue
+        walked: list[list] = []  # [module, parent position, with children, own], parents first
+        todo: list[tuple[nn.Module, int]] = [(root, -1)]
+        while todo:
+            mod, parent = todo.pop()
+            if id(mod) in counts:
+                return None
+            counts[id(mod)] = (0, 0)
+            own = 0
+            for p in mod._parameters.values():
+                if p is not None:
+                    if id(p) in seen:
+                        return None
+                    seen.add(id(p))
+                    own += p.numel()
+            at = len(walked)
+            walked.append([mod, parent, own, own])
+            for child in mod._modules.values():
+                if child is not None:
+                    todo.append((child, at))
+        for mod, parent, every, own in reversed(walked):
+            if parent >= 0:
+                walked[parent][2] += every
+            counts[id(mod)] = (every, own)
+        total += walked[0][2]
+    return counts, total
+
+
+def _shared_counts(modules: list[nn.Module]) -> tuple[Counts, int]:
+    """``count_params`` for trees that share modules or parameters: a set of parameters per subtree."""
     counts: Counts = {}
     subtrees: dict[int, dict[int, int]] = {}
 
@@ -46,3 +99,17 @@ def count_params(modules: list[nn.Module]) -> tuple[Counts, int]:
     for module in modules:
         every.update(visit(module))
     return counts, sum(every.values())
+
+
+def add_params(graph: Graph) -> None:
+    """Parameter counts per call (own, and with children), while the modules are still alive."""
+    modules: dict[int, nn.Module] = {}
+    of_calls = [call.module for call in graph.calls]
+    for module in of_calls:
+        if module is not None:
+            modules.setdefault(id(module), module)
+    counts, total = count_params(list(modules.values()))
+    for call, module in zip(graph.calls, of_calls, strict=True):
+        if module is not None:
+            call.params, call.self_params = counts[id(module)]
+    graph.root.params, graph.root.self_params = total, 0

@@ -12,11 +12,12 @@ from torch.utils.hooks import RemovableHandle
 
 from .builder import GraphBuilder
 from .collectives import recorded_object, with_groups
+from .dataflow import add_dataflow_inputs
 from .dtensor import dtensor_record
-from .graph import Call, Graph, Op, Phase, op_ranges
+from .graph import Call, Graph, Op, Phase
 from .literals import LIMIT, literal_of
 from .names import Names
-from .params import count_params
+from .params import add_params
 from .schema import SCHEMAS as _schemas
 from .schema import schema_of
 from .scope import Hidden, hidden_note
@@ -42,15 +43,19 @@ class Recorder:
         self._sites: list[Site | None] | None = [] if source else None
         self._call_sites: list[Site | None] | None = [] if source else None
         self.names = Names(model)
+        self._paths = self.names.paths
         self.tracker = Tracker(self._classify, self.names.by_id)
         self._live = self.tracker.live
         self._produced = self.tracker.produced
         self._inputs: list[TensorRef] = []  # the op being recorded: what its arguments read
         self._producers: dict[Op, None] = {}
         self._view: Any = None
-        self.stack: list[Call] = [self.graph.root]
+        self._root = self.graph.root
+        self._ops = self.graph.ops
+        self.stack: list[Call] = [self._root]
         self._counts: dict[int, int] = {}
         self._call_keys: list[int] = []
+        self._starts: dict[Call, int] = {}  # each call's first op index (the ops issued inside it come next)
         self._name_counts: dict[str, int] = {}
         self._pending: dict[int, str] = {}
         self._late_hooks: list[RemovableHandle] = []
@@ -83,28 +88,42 @@ class Recorder:
 
     # ---- module calls ----------------------------------------------------------------------
     def enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        parent = self.stack[-1]
+        """A module call begins (the global pre-hook): a new call inside the running one, reading
+        the tensors passed to it. Runs once per call: keep it lean."""
+        stack = self.stack
+        parent = stack[-1]
         key = id(module)
-        index = self._counts.get(key, 0)
-        self._counts[key] = index + 1
+        counts = self._counts
+        index = counts.get(key, 0)
+        counts[key] = index + 1
         self._call_keys.append(key)
         if self._call_sites is not None:
             self._call_sites.append(user_site(2))
-        ref_of = self.tracker.ref_of
-        positional: list[tuple[str, Any]] | None = None
-        if parent is self.graph.root:
+        if parent is not self._root:
+            if len(args) == 1 and isinstance(args[0], Tensor):  # the common case, inline
+                a = args[0]
+                s = self._live.get(id(a))
+                if s is None or s.ref.version != s.storage.version or s() is not a:
+                    s = self.tracker.refreshed(a)
+                inputs: tuple[TensorRef, ...] = (s.ref,)
+            else:
+                refs = self.tracker.refs(tensors_in(args))
+                inputs = tuple(refs) if len(refs) < 2 else tuple(dict.fromkeys(refs))
+            entry = self._paths.get(key)  # after the refs: a module learned now names no tensor read before
+            path = entry[1] if entry is not None and entry[0] is module else self.names.path(module)
+            call = self.builder.add_call(parent, path, type(module).__name__, index, module=module, inputs=inputs)
+        else:
+            ref_of = self.tracker.ref_of
             named = list(leaves(args))
             names = self._name_inputs(module, named, len(args))
-            inputs = [ref_of(t) for _, t in named]
+            refs = [ref_of(t) for _, t in named]
             positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
-        else:
-            inputs = self.tracker.refs(tensors_in(args))
-        call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
-        self.builder.set_call_inputs(call, inputs)
-        if positional is not None:
+            call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
+            self.builder.set_call_inputs(call, refs)
             self.builder.set_call_arguments(call, positional, {})
-        self.stack.append(call)
+        self._starts[call] = len(self._ops)
+        stack.append(call)
         if module._forward_hooks:
             self._watch_user_hooks(module, call)
 
@@ -161,23 +180,32 @@ class Recorder:
         self.builder.set_call_arguments(call, call.arguments[0], {k: template(v, ref_of) for k, v in kwargs.items()})
 
     def exit(self, module: nn.Module, output: Any) -> None:
-        # pop to the call of this module; calls whose exit hook never ran are closed with it
-        for depth in range(len(self.stack) - 1, 0, -1):
-            if self.stack[depth].module is module:
-                break
+        """A module call ends (the global always-called forward hook; ``output`` is ``None`` when
+        its forward raised): pop to its call; calls whose exit hook never ran are closed with it."""
+        stack = self.stack
+        call = stack[-1]
+        weak = call._module  # the module property, inline: the innermost call is the one ending
+        if weak is not None and weak() is module:
+            stack.pop()
         else:
-            return
-        call = self.stack[depth]
-        del self.stack[depth:]
+            for depth in range(len(stack) - 1, 0, -1):
+                if stack[depth].module is module:
+                    break
+            else:
+                return
+            call = stack[depth]
+            del stack[depth:]
         if output is not None:
             self._returned(call, output)
 
     def _returned(self, call: Call, output: Any) -> None:
-        ref_of = self.tracker.ref_of
         if isinstance(output, Tensor):
-            ref = ref_of(output)
-            self.builder.set_call_result(call, (ref,), ref)
+            s = self._live.get(id(output))
+            if s is None or s.ref.version != s.storage.version or s() is not output:
+                s = self.tracker.refreshed(output)
+            self.builder.set_call_result(call, (s.ref,), s.ref)
         else:
+            ref_of = self.tracker.ref_of
             self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
 
     # ---- ops ---------------------------------------------------------------------------------
@@ -317,11 +345,11 @@ class Recorder:
         del self.stack[1:]
         for call, key in zip(graph.calls, self._call_keys, strict=True):
             call.repeat = self._counts[key]
-        _add_params(graph)
+        add_params(graph)
         tops = [c for c in graph.root.children if isinstance(c, Call)]
         self.builder.set_graph_io([r for r in self.tracker.external if r.kind == "input"],
                                   [r for c in tops for r in c.outputs])
-        _add_dataflow_inputs(graph)
+        add_dataflow_inputs(graph, self._starts)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
             for op, src in zip(graph.ops, table.resolve_all(self._sites), strict=True):
@@ -334,40 +362,6 @@ class Recorder:
         return self.builder.finish(error)
 
 
-def _add_params(graph: Graph) -> None:
-    """Parameter counts per call (own, and with children), while the modules are still alive."""
-    modules: dict[int, nn.Module] = {}
-    of_calls = [call.module for call in graph.calls]
-    for module in of_calls:
-        if module is not None:
-            modules.setdefault(id(module), module)
-    counts, total = count_params(list(modules.values()))
-    for call, module in zip(graph.calls, of_calls, strict=True):
-        if module is not None:
-            call.params, call.self_params = counts[id(module)]
-    graph.root.params, graph.root.self_params = total, 0
-
-
-def _add_dataflow_inputs(graph: Graph) -> None:
-    """Extend each call's inputs with tensors its ops read that came from outside the call.
-
-    The forward hook only sees positional arguments; this adds keyword arguments, closures and
-    attributes read inside. A call's ops are one contiguous index range, which makes "inside" cheap.
-    """
-    spans = op_ranges(graph.root)
-    extra: dict[Call, dict[TensorRef, None]] = {}
-    for op in graph.ops:
-        for ref in op.inputs:
-            if ref.kind not in ("input", "activation"):
-                continue
-            call = op.call
-            while call.parent is not None:
-                if ref.producer is not None and ref.producer.index in spans[id(call)]:
-                    break
-                extra.setdefault(call, {})[ref] = None
-                call = call.parent
-    for call, refs in extra.items():
-        GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
 
 
 def _shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:
