@@ -131,8 +131,8 @@ def _check_calls(graph: Graph) -> None:
             visit(child)
 
     visit(root)
-    if len(entered) != len(graph.calls) or any(a is not b for a, b in zip(entered, graph.calls)):
-        at = next((i for i, (a, b) in enumerate(zip(entered, graph.calls)) if a is not b),
+    if len(entered) != len(graph.calls) or any(a is not b for a, b in zip(entered, graph.calls, strict=True)):
+        at = next((i for i, (a, b) in enumerate(zip(entered, graph.calls, strict=False)) if a is not b),
                   min(len(entered), len(graph.calls)))
         _fail("calls", f"graph.calls[{at}] is not the call entered {at}th (graph.calls has {len(graph.calls)}, the "
                        f"root's children hold {len(entered)}); graph.calls lists every call once, in entry order")
@@ -326,7 +326,7 @@ def _check_graph_io(graph: Graph) -> None:
         _fail("graph inputs", "graph.inputs lists a ref twice; each input is listed once")
     tops = [c for c in graph.root.children if isinstance(c, Call)]
     want = list(dict.fromkeys(r for c in tops for r in c.outputs))
-    if len(want) != len(graph.outputs) or any(a is not b for a, b in zip(want, graph.outputs)):
+    if len(want) != len(graph.outputs) or any(a is not b for a, b in zip(want, graph.outputs, strict=True)):
         _fail("graph outputs", "graph.outputs are not the outputs of the top-level calls, each once, in order")
     for call in graph.calls:
         for name, refs in (("inputs", call.inputs), ("outputs", call.outputs)):

@@ -80,7 +80,7 @@ def span(t: Tensor) -> tuple[int, float, bool]:
         if t.is_contiguous():
             return lo, lo + n * item, True
         last = 0
-        for size, stride in zip(t.shape, t.stride()):
+        for size, stride in zip(t.shape, t.stride(), strict=True):
             last += (size - 1) * stride
         return lo, lo + (last + 1) * item, False
     except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested: no strides or offset

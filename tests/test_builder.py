@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from models import coolcnn
 
 from dispatchtrace.builder import GraphBuilder
 from dispatchtrace.tensors import TensorRef
-
-from models import coolcnn
 
 
 def _ref(rid: int, producer=None, kind="activation", storage=None) -> TensorRef:  # type: ignore[no-untyped-def]

@@ -12,9 +12,9 @@ from models import coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.render import DiagramTooLargeError
+from dispatchtrace.render.diagram import run_dot
 from dispatchtrace.render.dot import digraph
 from dispatchtrace.render.estimate import MAX_LAYOUT_SECONDS, check_layout_cost, estimate_seconds, layout_seconds
-from dispatchtrace.render.diagram import run_dot
 from dispatchtrace.render.notebook import mimebundle
 
 

@@ -252,7 +252,7 @@ def test_a_generator_forward_runs_its_body_after_the_call_closed() -> None:
     assert g.calls[0].ops == [] and len(g.ops) == 6
     outs = g.to_fx(model)(x)  # four top-level calls: the flat tuple of their outputs
     assert isinstance(outs, tuple) and len(outs) == 3
-    for got, want in zip(outs, ys):
+    for got, want in zip(outs, ys, strict=True):
         torch.testing.assert_close(got, want)
 
 

@@ -57,7 +57,7 @@ def test_views_inplace_and_out_ops_replay_as_they_ran() -> None:
     assert any(op.mutated for op in g.ops) and any(op.is_view for op in g.ops)
     got = g.to_fx(model)(x)
     assert type(got) is tuple and len(got) == len(want)
-    for r, e in zip(got, want):
+    for r, e in zip(got, want, strict=True):
         torch.testing.assert_close(r, e, rtol=0, atol=0)
     # the in-place write through the view reached the tensor returned first: 2 * relu(a + b) + 1
     a, b = x.chunk(2)

@@ -9,12 +9,12 @@ import sys
 import pytest
 import torch
 import torch.nn as nn
+from models import CountOps
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils.checkpoint import checkpoint
 
 import dispatchtrace as dt
 from dispatchtrace.serialize import FormatError, loads, to_json
-from models import CountOps
 
 _top_hooks = torch._C._autograd._top_saved_tensors_default_hooks
 
