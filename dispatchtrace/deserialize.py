@@ -10,7 +10,7 @@ from typing import Any
 from .builder import GraphBuilder
 from .collector import Paused
 from .graph import Call, Graph, Saved
-from .jsonvalues import FORMAT, OLDEST, VERSION, FormatError, _unrecord, _unvalue
+from .jsonvalues import FORMAT, OLDEST, OP_EXTRA, OP_FIELDS, VERSION, FormatError, _unrecord, _unvalue
 from .lint import LintError
 from .literals import Literal
 from .tensors import TensorRef
@@ -87,7 +87,8 @@ class _Loader:
         self.builder = GraphBuilder()
         self.graph = self.builder.graph
         self.call_entries: list[dict[str, Any]] = data["calls"]
-        self.op_entries: list[dict[str, Any]] = data["ops"]
+        ops = data["ops"]
+        self.op_entries: list[list[Any]] = _rows(ops) if data["version"] >= 3 else [_row(o) for o in ops]
         self.calls: list[Call | None] = [self.graph.root] + [None] * (len(self.call_entries) - 1)
         self.sources = [_unrecord(r) for r in data["sources"]]
         self.rows = {row[0]: row for row in data["tensors"]}
@@ -99,7 +100,7 @@ class _Loader:
         self.at = len(self.graph.ops) - 1
         if len(self.graph.ops) != len(self.op_entries):
             missing = len(self.graph.ops)
-            raise FormatError(f"op {missing} ({self.op_entries[missing]['name']}) is in no call's children: "
+            raise FormatError(f"op {missing} ({self.op_entries[missing][0]}) is in no call's children: "
                               f"every op must be a child of the call that ran it")
         if None in self.calls:
             missing = self.calls.index(None)
@@ -135,7 +136,10 @@ class _Loader:
         """Each op's ``origin``, ``grad_of`` and ``param`` (all calls and ops exist by now)."""
         calls, ops = self.calls, self.graph.ops
         for op, o in zip(ops, self.op_entries, strict=True):
-            origin, grad_of, param = o.get("origin"), o.get("grad_of"), o.get("param")
+            if len(o) == _PLAIN:
+                continue
+            extra = o[_PLAIN]
+            origin, grad_of, param = extra.get("origin"), extra.get("grad_of"), extra.get("param")
             if origin is None and grad_of is None and param is None:
                 continue
             if origin is not None and not 0 < origin < len(calls):
@@ -170,30 +174,29 @@ class _Loader:
 
     def _add_op(self, call: Call, ci: int, ix: int) -> None:
         o = self.op_entries[ix]
+        name, target, in_call, args, kwargs, inputs, outputs, mutated, is_view, producers, source = o[:_PLAIN]
+        extra = o[_PLAIN] if len(o) > _PLAIN else _NO_EXTRA
         n = self.at = len(self.graph.ops)
         if ix != n:
-            raise FormatError(f"op {ix} ({o['name']}) runs as op {n} in the calls' children: ops must be listed "
+            raise FormatError(f"op {ix} ({name}) runs as op {n} in the calls' children: ops must be listed "
                               f"in the order they ran (their index is their position in execution order)")
-        if o["call"] != ci:
-            raise FormatError(f"op {ix} ({o['name']}) says it ran in call {o['call']}, but is a child of call {ci}")
-        for p in o["producers"]:
+        if in_call != ci:
+            raise FormatError(f"op {ix} ({name}) says it ran in call {in_call}, but is a child of call {ci}")
+        for p in producers:
             if not 0 <= p < n:
-                raise FormatError(f"op {ix} ({o['name']}) lists op {p} as a producer, which did not run before "
+                raise FormatError(f"op {ix} ({name}) lists op {p} as a producer, which did not run before "
                                   f"it: every op's producers precede it")
         arg, known, ref, ops = self._arg, self.refs.get, self._ref, self.graph.ops
-        name, target, args = o["name"], o["target"], tuple([arg(a) for a in o["args"]])
-        kwargs = o["kwargs"]
+        args = tuple([arg(a) for a in args])
         kwargs = {} if type(kwargs) is dict and not kwargs else {k: arg(v) for k, v in kwargs.items()}
-        inputs = tuple([known(r) or ref(r) for r in o["inputs"]])
-        op = self.builder.add_op(call, name, target, args, kwargs, inputs, tuple([ops[p] for p in o["producers"]]),
-                                 phase=o.get("phase", "forward"))
-        self.builder.set_outputs(op, tuple([known(r) or ref(r) for r in o["outputs"]]),
-                                 tuple([known(r) or ref(r) for r in o["mutated"]]), o["is_view"])
-        source = o.get("source")
+        op = self.builder.add_op(call, name, target, args, kwargs, tuple([known(r) or ref(r) for r in inputs]),
+                                 tuple([ops[p] for p in producers]), phase=extra.get("phase", "forward"))
+        self.builder.set_outputs(op, tuple([known(r) or ref(r) for r in outputs]),
+                                 tuple([known(r) or ref(r) for r in mutated]), is_view)
         if source is not None:
             op.source = self.sources[source]
-        if o.get("dtensor") is not None:
-            self.builder.set_dtensor(op, self.sources[o["dtensor"]])
+        if extra.get("dtensor") is not None:
+            self.builder.set_dtensor(op, self.sources[extra["dtensor"]])
 
     def _finish_call(self, call: Call, c: dict[str, Any]) -> None:
         if c.get("source") is not None:
@@ -237,6 +240,29 @@ class _Loader:
         if t is int or t is str or t is float or t is bool or v is None:
             return v
         return _unvalue(v, self._ref)
+
+
+_PLAIN = len(OP_FIELDS)  # an op row's fixed fields; an object of the optional ones may follow
+_NO_EXTRA: dict[str, Any] = {}
+
+
+def _rows(ops: list[Any]) -> list[list[Any]]:
+    """Format 3's op rows, each checked for its shape (the fields' values are checked as they are read)."""
+    for i, o in enumerate(ops):
+        if type(o) is not list or not _PLAIN <= len(o) <= _PLAIN + 1 or (len(o) > _PLAIN and type(o[_PLAIN]) is not dict):
+            raise FormatError(f"op {i} is {type(o).__name__} {str(o)[:60]}, not a row [{', '.join(OP_FIELDS)}] "
+                              f"optionally followed by an object of {', '.join(OP_EXTRA)}")
+    return ops
+
+
+def _row(o: dict[str, Any]) -> list[Any]:
+    """A format 1 or 2 op object as a format 3 row (a missing required key is a ``KeyError``: damaged)."""
+    row = [o[k] for k in OP_FIELDS[:-1]]
+    row.append(o.get("source"))
+    extra = {k: o[k] for k in OP_EXTRA if k in o}
+    if extra:
+        row.append(extra)
+    return row
 
 
 def _saved(entry: Any, calls: list[Call]) -> Saved:

@@ -10,10 +10,17 @@ from typing import Any
 from .tensors import TensorRef
 
 FORMAT = "dispatchtrace"
-VERSION = 2
-"""The format this dispatchtrace writes: 2 records every phase in ``ops`` (``phase``, ``origin``, ``grad_of``, ``param``)."""
+VERSION = 3
+"""The format this dispatchtrace writes: 3 writes each op as a row (``OP_FIELDS``) instead of an object;
+2 recorded every phase in ``ops`` (``phase``, ``origin``, ``grad_of``, ``param``)."""
 OLDEST = 1
 """The oldest format it reads: 1 kept backward ops apart, in ``backward_ops`` (read as a note)."""
+
+
+OP_FIELDS = ("name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view", "producers", "source")
+"""The fields of an op's row in format 3, in order; a 12th item, an object, holds the optional ones (``OP_EXTRA``)."""
+OP_EXTRA = ("phase", "origin", "grad_of", "param", "dtensor")
+"""The keys the optional object at the end of an op's row may hold."""
 
 
 class FormatError(ValueError):

@@ -6,7 +6,7 @@
 ...     y = lin(x)
 >>> text = dumps(g)
 >>> text[:45]
-'{"format":"dispatchtrace","version":2,"dispat'
+'{"format":"dispatchtrace","version":3,"dispat'
 >>> g2 = loads(text)
 >>> str(g2) == str(g), g2.calls[0].label, g2.costs().total.params
 (True, 'Linear', 10)
@@ -79,27 +79,31 @@ class _Tables:
         return ix
 
 
-def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
+def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> list[Any]:
+    """One op as a row (``OP_FIELDS``): ``[name, target, call, args, kwargs, inputs, outputs, mutated,
+    is_view, producers, source]``, then ``{phase, origin, grad_of, param, dtensor}`` where any is set."""
     value, ids, kwargs, mutated = t.value, t.ids, op.kwargs, op.mutated
-    entry: dict[str, Any] = {
-        "name": op.name, "target": op.target, "call": call_ix[id(op.call)],
-        "args": [value(a) for a in op.args], "kwargs": {k: value(v) for k, v in kwargs.items()} if kwargs else {},
-        "inputs": ids(op.inputs), "outputs": ids(op.outputs), "mutated": ids(mutated) if mutated else [],
-        "is_view": op.is_view, "producers": [p.index for p in op.producers],
-    }
-    if op.phase != "forward":
-        entry["phase"] = op.phase
-    if op.origin is not None:
-        entry["origin"] = call_ix[id(op.origin)]
-    if op.grad_of is not None:
-        entry["grad_of"] = op.grad_of.index
-    if op.param is not None:
-        entry["param"] = op.param
-    if op.source is not None:
-        entry["source"] = t.source(op.source)
-    if op.dtensor is not None:  # the DTensor-level op, a record in the same table as sources
-        entry["dtensor"] = t.source(op.dtensor)
-    return entry
+    row: list[Any] = [
+        op.name, op.target, call_ix[id(op.call)], [value(a) for a in op.args],
+        {k: value(v) for k, v in kwargs.items()} if kwargs else {},
+        ids(op.inputs), ids(op.outputs), ids(mutated) if mutated else [], op.is_view, [p.index for p in op.producers],
+        None if op.source is None else t.source(op.source),
+    ]
+    if op.phase != "forward" or op.origin is not None or op.grad_of is not None or op.param is not None \
+            or op.dtensor is not None:
+        extra: dict[str, Any] = {}
+        if op.phase != "forward":
+            extra["phase"] = op.phase
+        if op.origin is not None:
+            extra["origin"] = call_ix[id(op.origin)]
+        if op.grad_of is not None:
+            extra["grad_of"] = op.grad_of.index
+        if op.param is not None:
+            extra["param"] = op.param
+        if op.dtensor is not None:  # the DTensor-level op, a record in the same table as sources
+            extra["dtensor"] = t.source(op.dtensor)
+        row.append(extra)
+    return row
 
 
 def _call_entry(call: Call, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.graph import Graph
+from dispatchtrace.jsonvalues import OP_FIELDS
 from dispatchtrace.lint import LintError
 from dispatchtrace.serialize import FormatError, from_json, to_json
 
@@ -40,11 +41,14 @@ def _fresh(capture: Graph) -> Graph:
     return from_json(copy.deepcopy(to_json(capture)))
 
 
+F = {name: i for i, name in enumerate(OP_FIELDS)}  # an op row's fields (format 3)
+
+
 def _rows(data: Data) -> dict[int, list[Any]]:
     return {row[0]: row for row in data["tensors"]}
 
 
-def _first(data: Data, pred: Callable[[dict[str, Any]], bool]) -> int:
+def _first(data: Data, pred: Callable[[list[Any]], bool]) -> int:
     return next(i for i, o in enumerate(data["ops"]) if pred(o))
 
 
@@ -56,7 +60,7 @@ def test_a_capture_and_its_loaded_copy_lint(capture: Graph, tmp_path: Path) -> N
 
 def test_ops_reordered_by_hand_are_refused_on_load(data: Data, tmp_path: Path) -> None:
     ops = data["ops"]
-    i = _first(data, lambda o: o["producers"] and o["producers"][-1] > 0)
+    i = _first(data, lambda o: o[F["producers"]] and o[F["producers"]][-1] > 0)
     ops[i - 1], ops[i] = ops[i], ops[i - 1]
     path = tmp_path / "reordered.json"
     path.write_text(json.dumps(data))
@@ -71,7 +75,7 @@ def _broken(data: Data, match: str) -> None:
 
 
 def test_op_names_are_unique(data: Data) -> None:
-    data["ops"][5]["name"] = data["ops"][4]["name"]
+    data["ops"][5][F["name"]] = data["ops"][4][F["name"]]
     _broken(data, r"ops: ops 4 and 5 are both named .*op names are unique")
 
 
@@ -81,7 +85,7 @@ def test_a_call_depth_is_its_parents_plus_one(data: Data) -> None:
 
 
 def test_an_op_is_a_child_of_the_call_it_ran_in(data: Data) -> None:
-    data["ops"][10]["call"] = 0
+    data["ops"][10][F["call"]] = 0
     _broken(data, r"op 10 \(.*\) says it ran in call 0, but is a child of call")
 
 
@@ -98,21 +102,21 @@ def test_call_indices_count_the_calls_of_a_module(data: Data) -> None:
 
 
 def test_an_op_depends_on_the_producer_of_what_it_reads(data: Data) -> None:
-    i = _first(data, lambda o: bool(o["producers"]))
-    data["ops"][i]["producers"] = data["ops"][i]["producers"][1:] if len(data["ops"][i]["producers"]) > 1 else []
+    i = _first(data, lambda o: bool(o[F["producers"]]))
+    data["ops"][i][F["producers"]] = data["ops"][i][F["producers"]][1:] if len(data["ops"][i][F["producers"]]) > 1 else []
     _broken(data, r"producers: .*an op depends on the producer of every tensor it reads")
 
 
 def test_producers_precede_the_op(data: Data) -> None:
-    data["ops"][3]["producers"].append(7)
+    data["ops"][3][F["producers"]].append(7)
     _broken(data, r"lists op 7 as a producer, which did not run before it: every op's producers precede it")
 
 
 def test_a_producer_made_what_the_op_reads(data: Data) -> None:
-    i = _first(data, lambda o: o["producers"] == [o["producers"][0]] if o["producers"] else False)
-    stranger = next(j for j in range(i) if j not in data["ops"][i]["producers"])
-    data["ops"][i]["producers"].insert(0, stranger)
-    data["ops"][i]["producers"].sort()
+    i = _first(data, lambda o: o[F["producers"]] == [o[F["producers"]][0]] if o[F["producers"]] else False)
+    stranger = next(j for j in range(i) if j not in data["ops"][i][F["producers"]])
+    data["ops"][i][F["producers"]].insert(0, stranger)
+    data["ops"][i][F["producers"]].sort()
     _broken(data, r"producers: .*neither produced a tensor it reads nor wrote")
 
 
@@ -124,15 +128,15 @@ def test_users_are_exactly_the_ops_that_list_the_producer(capture: Graph) -> Non
 
 
 def test_inputs_are_the_tensor_arguments_in_order(data: Data) -> None:
-    i = _first(data, lambda o: len(o["inputs"]) >= 2)
-    data["ops"][i]["inputs"].reverse()
+    i = _first(data, lambda o: len(o[F["inputs"]]) >= 2)
+    data["ops"][i][F["inputs"]].reverse()
     _broken(data, r"inputs: .*are not the tensor refs of its args and kwargs, in order")
 
 
 def test_a_tensor_is_its_producers_output_at_its_slot(data: Data) -> None:
     rows = _rows(data)
-    i = _first(data, lambda o: bool(o["inputs"]) and rows[o["inputs"][0]][6] is not None and len(o["outputs"]) == 1)
-    out = rows[data["ops"][i]["outputs"][0]]
+    i = _first(data, lambda o: bool(o[F["inputs"]]) and rows[o[F["inputs"]][0]][6] is not None and len(o[F["outputs"]]) == 1)
+    out = rows[data["ops"][i][F["outputs"]][0]]
     out[6] = out[6] - 1 if out[6] > 0 else out[6]  # this op's output now names the op before it
     _broken(data, r"tensors: .*(an op's outputs are its own|is not output)")
 
@@ -145,28 +149,28 @@ def test_a_ref_without_producer_is_no_activation(data: Data) -> None:
 
 def test_storage_versions_never_decrease(data: Data) -> None:
     rows = _rows(data)
-    i = _first(data, lambda o: any(rows[r][5] > 0 for r in o["inputs"]) and not o["mutated"])
-    rid = next(r for r in data["ops"][i]["inputs"] if rows[r][5] > 0)
+    i = _first(data, lambda o: any(rows[r][5] > 0 for r in o[F["inputs"]]) and not o[F["mutated"]])
+    rid = next(r for r in data["ops"][i][F["inputs"]] if rows[r][5] > 0)
     stale = [max(rows) + 1, *rows[rid][1:]]
     stale[5] = 0  # op i now reads the storage at version 0, after an earlier op saw a later one
     data["tensors"].append(stale)
     op = data["ops"][i]
-    op["inputs"] = [stale[0] if r == rid else r for r in op["inputs"]]
-    op["args"] = json.loads(json.dumps(op["args"]).replace(f'{{"$t": {rid}}}', f'{{"$t": {stale[0]}}}'))
+    op[F["inputs"]] = [stale[0] if r == rid else r for r in op[F["inputs"]]]
+    op[F["args"]] = json.loads(json.dumps(op[F["args"]]).replace(f'{{"$t": {rid}}}', f'{{"$t": {stale[0]}}}'))
     _broken(data, r"versions: .*versions of a storage never decrease")
 
 
 def test_a_write_makes_a_new_version(data: Data) -> None:
     rows = _rows(data)
-    i = _first(data, lambda o: bool(o["mutated"]) and bool(o["inputs"]))
-    read = next(r for r in data["ops"][i]["inputs"] if rows[r][4] == rows[data["ops"][i]["mutated"][0]][4])
-    rows[data["ops"][i]["mutated"][0]][5] = rows[read][5]
+    i = _first(data, lambda o: bool(o[F["mutated"]]) and bool(o[F["inputs"]]))
+    read = next(r for r in data["ops"][i][F["inputs"]] if rows[r][4] == rows[data["ops"][i][F["mutated"]][0]][4])
+    rows[data["ops"][i][F["mutated"]][0]][5] = rows[read][5]
     _broken(data, r"mutated: .*a write makes a new version")
 
 
 def test_is_view_means_shared_storage_and_no_write(data: Data) -> None:
-    i = _first(data, lambda o: o["is_view"])
-    data["ops"][i]["is_view"] = False
+    i = _first(data, lambda o: o[F["is_view"]])
+    data["ops"][i][F["is_view"]] = False
     _broken(data, r"mutated: .*is_view is true exactly when the op writes nothing")
 
 

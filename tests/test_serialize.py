@@ -15,6 +15,7 @@ import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.graph import Call, Graph, Op, Saved
+from dispatchtrace.jsonvalues import OP_EXTRA, OP_FIELDS
 from dispatchtrace.serialize import FormatError, Opaque, Record, _record, _unrecord, dumps, from_json, load, loads
 from dispatchtrace.tensors import TensorRef
 from dispatchtrace.views.costs import OpCost, costs
@@ -24,6 +25,21 @@ from dispatchtrace.views.summary import LIVE_FIELDS
 def _kept(table: Any) -> list[dict[str, Any]]:
     """Summary rows less the fields only live modules give."""
     return [{k: v for k, v in r.items() if k not in LIVE_FIELDS} for r in table.rows()]
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _as_objects(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """``data`` (format 3) with its ops written as format 1 and 2 wrote them: objects, optional keys absent."""
+    ops = []
+    for row in data["ops"]:
+        entry = dict(zip(OP_FIELDS, row, strict=False))
+        if entry["source"] is None:
+            del entry["source"]
+        entry.update(row[len(OP_FIELDS)] if len(row) > len(OP_FIELDS) else {})
+        ops.append(entry)
+    return {**data, "version": version, "ops": ops}
 
 
 def _without_attributes(source: str) -> str:
@@ -81,7 +97,8 @@ def test_loaded_graph_needs_no_model(resnet: tuple[nn.Module, Graph], tmp_path: 
     path = tmp_path / "r.json"
     g.save(path)
     data = json.loads(path.read_text())
-    assert data["format"] == "dispatchtrace" and data["version"] == 2
+    assert data["format"] == "dispatchtrace" and data["version"] == 3
+    assert all(type(o) is list and len(o) == len(OP_FIELDS) for o in data["ops"])  # forward ops: no optional object
     assert data["params"]["total"] == sum(p.numel() for p in model.parameters())
     loaded = load(path)
     assert loaded.summary().rows()[0]["params"] == 25557032
@@ -152,7 +169,8 @@ def test_source_lines_round_trip_through_a_shared_table() -> None:
     assert type(loaded.ops[-1].source) is type(g.ops[-1].source)
     assert "statement marker" in loaded.ops[-1].source.text
     assert len(data["sources"]) < len(data["ops"])  # ops of one statement share one entry
-    assert all(isinstance(o["source"], int) for o in data["ops"] if "source" in o)
+    at = OP_FIELDS.index("source")
+    assert all(o[at] is None or type(o[at]) is int for o in data["ops"]) and any(o[at] is not None for o in data["ops"])
     assert out.shape == (1, 2)
 
 
@@ -175,8 +193,7 @@ def test_a_format_1_file_with_backward_ops_apart_still_loads() -> None:
     lin = nn.Linear(3, 3)
     with dt.capture(lin) as g:
         lin(torch.ones(1, 3))
-    data = json.loads(dumps(g))
-    data["version"] = 1
+    data = _as_objects(json.loads(dumps(g)), 1)
     data["backward_ops"] = [["t_bw0", "aten.t.default"], ["mm_bw1", "aten.mm.default"]]
     loaded = from_json(data)
     assert str(loaded) == str(g)
@@ -200,16 +217,20 @@ def test_newer_version_and_foreign_json(tmp_path: Path) -> None:
     with dt.capture(lin) as g:
         lin(x)
     data = json.loads(dumps(g))
-    data["version"] = 3
+    data["version"] = 4
     with pytest.raises(FormatError, match="newer"):
         loads(json.dumps(data))
     with pytest.raises(FormatError, match="not a dispatchtrace capture"):
         loads('{"nodes": []}')
     with pytest.raises(FormatError, match="not a dispatchtrace capture"):
         loads("[1, 2]")
-    data["version"] = 2
-    del data["ops"][0]["target"]
+    data["version"] = 3
+    old = _as_objects(data, 2)
+    del old["ops"][0]["target"]
     with pytest.raises(FormatError, match="damaged"):
+        loads(json.dumps(old))
+    del data["ops"][0][1]
+    with pytest.raises(FormatError, match=r"op 0 is list .*, not a row \[name, target, .*source\] optionally followed"):
         loads(json.dumps(data))
     path = tmp_path / "x.json"
     path.write_text("not json at all")
@@ -300,7 +321,7 @@ def test_version_must_be_the_integer_this_reader_reads() -> None:
         lin(torch.ones(1, 4))
     data = json.loads(dumps(g))
     for version, word in (("1", "not an integer"), (1.0, "not an integer"), (True, "not an integer"),
-                          (0, "older"), (3, "newer")):
+                          (0, "older"), (4, "newer")):
         with pytest.raises(FormatError, match=word):
             loads(json.dumps({**data, "version": version}))
 
@@ -318,3 +339,42 @@ def test_literal_constants_and_arguments_round_trip() -> None:
     assert repr(loaded.calls[0].arguments) == repr(g.calls[0].arguments)
     x2, s2 = torch.randn(2), torch.tensor(5.0)
     torch.testing.assert_close(loaded.to_fx(m)(x2, scale=s2), m(x2, scale=s2, flag=True))
+
+
+def _mlp() -> tuple[nn.Module, Graph]:
+    lin = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    with dt.capture(lin) as g:
+        lin(torch.ones(1, 3)).sum().backward()
+    return lin, g
+
+
+def test_a_format_2_file_written_by_the_previous_writer_still_loads() -> None:
+    """golden/format2_mlp_backward.json: _mlp()'s capture, saved by the format 2 writer (main at 36e3b20)."""
+    text = (GOLDEN / "format2_mlp_backward.json").read_text()
+    assert json.loads(text)["version"] == 2 and all(type(o) is dict for o in json.loads(text)["ops"])
+    loaded, (_, g) = loads(text), _mlp()
+    assert str(loaded) == str(g) and repr(loaded) == repr(g) and loaded.costs().total == g.costs().total
+
+    def fields(graph: Graph) -> list[Any]:
+        return [(op.phase, op.origin and op.origin.label, op.grad_of and op.grad_of.index, op.param,
+                 op.source and (op.source.line, op.source.text)) for op in graph.ops]
+    assert any(f[0] == "backward" and f[1] for f in fields(g)) and any(f[3] for f in fields(g))  # origin, param
+    assert [f[:4] for f in fields(loaded)] == [f[:4] for f in fields(g)]
+    assert fields(loads(dumps(loaded))) == fields(loaded)  # written again as format 3, read back the same
+    assert json.loads(dumps(loaded))["version"] == 3
+
+
+def test_format_3_rows_carry_the_optional_fields_in_a_trailing_object() -> None:
+    _, g = _mlp()
+    data = json.loads(dumps(g))
+    extras = [o[len(OP_FIELDS)] for o in data["ops"] if len(o) > len(OP_FIELDS)]
+    assert extras and all(set(e) <= set(OP_EXTRA) and e for e in extras)
+    assert len(extras) == sum(op.phase != "forward" or op.param is not None for op in g.ops)
+    assert str(loads(json.dumps(_as_objects(data, 2)))) == str(loads(json.dumps(data))) == str(g)
+    bad = json.loads(json.dumps(data))
+    bad["ops"][-1] = [*bad["ops"][-1][:len(OP_FIELDS)], ["phase", "backward"]]
+    with pytest.raises(FormatError, match=r"op \d+ is list .*optionally followed by an object of phase, origin"):
+        loads(json.dumps(bad))
+    bad["ops"][-1] = {"name": "x"}
+    with pytest.raises(FormatError, match=r"op \d+ is dict"):
+        loads(json.dumps(bad))
