@@ -269,7 +269,23 @@ class Tracker:
                 if storage is None:
                     self._next_sid += 1
                     storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
-        ref = self._new_ref(t, storage, op, kind, name, slot)
+        ref = None
+        if type(t) is Tensor:  # _new_ref, inline: once per op output
+            try:
+                size = t.shape
+                dtype = _dtype_names[t.dtype]
+                device = _device_names[t.device]
+            except (RuntimeError, KeyError):  # nested (no sizes), a dtype or device not named yet: _new_ref
+                pass
+            else:
+                shape = self._shapes.get(size)
+                if shape is None:
+                    shape = self._shapes[size] = tuple(size)
+                n = self._next_ref
+                self._next_ref = n + 1
+                ref = TensorRef(n, shape, dtype, device, storage.sid, storage.version, op, kind, name, slot)
+        if ref is None:
+            ref = self._new_ref(t, storage, op, kind, name, slot)
         state = self._tensors[id(t)] = TensorState(t)
         state.ref, state.storage, state.born = ref, storage, storage.version
         return ref
