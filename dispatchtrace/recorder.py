@@ -48,6 +48,7 @@ class Recorder:
         self.tracker = Tracker(self._classify, self.names.by_id)
         self._live = self.tracker.live
         self._produced = self.tracker.produced
+        self._known = self.tracker.known
         self._inputs: list[TensorRef] = []  # the op being recorded: what its arguments read
         self._producers: dict[Op, None] = {}
         self._view: Any = None
@@ -224,6 +225,7 @@ class Recorder:
         self._view = out if info.views else None
         live = self._live
         read = self._read
+        known = self._known
         rargs = list(args)  # plain values stay where they are; the others are replaced
         i = -1
         for a in args:
@@ -232,7 +234,9 @@ class Recorder:
                 continue
             if type(a) is Tensor or isinstance(a, Tensor):
                 s = live.get(id(a))
-                if s is None or s.storage.version != s.born or s.ref.version != s.born or s() is not a:
+                if s is None:  # first sighting (a parameter, a buffer): no producer, no write since
+                    s = known(a)
+                elif s.storage.version != s.born or s.ref.version != s.born or s() is not a:
                     rargs[i] = read(a)
                     continue
                 ref = s.ref
