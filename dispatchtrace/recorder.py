@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections import defaultdict
 from typing import Any
 
 import torch
@@ -47,6 +48,7 @@ class Recorder:
         self.tracker = Tracker(self._classify, self.names.by_id)
         self._live = self.tracker.live
         self._produced = self.tracker.produced
+        self._known = self.tracker.known
         self._inputs: list[TensorRef] = []  # the op being recorded: what its arguments read
         self._producers: dict[Op, None] = {}
         self._view: Any = None
@@ -56,7 +58,7 @@ class Recorder:
         self._counts: dict[int, int] = {}
         self._call_keys: list[int] = []
         self._starts: dict[Call, int] = {}  # each call's first op index (the ops issued inside it come next)
-        self._name_counts: dict[str, int] = {}
+        self._name_counts: defaultdict[str, int] = defaultdict(int)  # read by subscript: no call per op
         self._pending: dict[int, str] = {}
         self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
@@ -214,12 +216,16 @@ class Recorder:
         itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean (a
         tensor argument whose bytes nobody wrote since it was made is read here, inline; ``_read``
         does every other leaf)."""
-        info = _schemas.get(id(func)) or schema_of(func)
+        try:  # a subscript, not a call: an op met before (schemas are kept across captures)
+            info = _schemas[id(func)]
+        except KeyError:
+            info = schema_of(func)
         self._inputs = inputs = []
         self._producers = producers = {}
         self._view = out if info.views else None
         live = self._live
         read = self._read
+        known = self._known
         rargs = list(args)  # plain values stay where they are; the others are replaced
         i = -1
         for a in args:
@@ -228,7 +234,9 @@ class Recorder:
                 continue
             if type(a) is Tensor or isinstance(a, Tensor):
                 s = live.get(id(a))
-                if s is None or s.storage.version != s.born or s.ref.version != s.born or s() is not a:
+                if s is None:  # first sighting (a parameter, a buffer): no producer, no write since
+                    s = known(a)
+                elif s.storage.version != s.born or s.ref.version != s.born or s() is not a:
                     rargs[i] = read(a)
                     continue
                 ref = s.ref
@@ -251,8 +259,9 @@ class Recorder:
         if info.group is not None:  # a functional collective names its group: record the group
             recorded, rkwargs = with_groups(recorded, rkwargs, *info.group)
         base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
-        n = self._name_counts.get(base, 0)
-        self._name_counts[base] = n + 1
+        counts = self._name_counts
+        n = counts[base]
+        counts[base] = n + 1
         op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
                                  tuple(inputs), tuple(producers), phase=self.phase)
         if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
