@@ -181,7 +181,7 @@ class Tracker:
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
                  slot: int = 0) -> TensorRef:
         shape = None
-        if type(t) is Tensor:
+        if type(t) is Tensor or type(t) is Parameter:
             try:
                 size = t.shape
             except RuntimeError:  # nested
@@ -210,38 +210,13 @@ class Tracker:
         s = self._tensors.get(id(t))
         if s is not None and s() is t:
             return s
-        try:  # _storage(t), inline: once per parameter, buffer and input of the block
-            st = t.untyped_storage()
-            cdata = st._cdata
-        except Exception:  # noqa: BLE001 - no storage: _storage makes one for this object
-            storage = self._storage(t)
-        else:
-            storage = self._storages.get(cdata)  # type: ignore[assignment]
-            if storage is None:
-                self._next_sid += 1
-                storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
+        storage = self._storage(t)
         entry = self._named.get(id(t))
         if entry is not None and entry[0] is t:
             kind, name = entry[1], entry[2]
         else:
             kind, name = self._namer(t)
-        ref = None
-        if type(t) is Parameter or type(t) is Tensor:  # _new_ref, inline (as in produced): ints for sizes
-            try:
-                size = t.shape
-                dtype = _dtype_names[t.dtype]
-                device = _device_names[t.device]
-            except (RuntimeError, KeyError):  # nested (no sizes), a dtype or device not named yet: _new_ref
-                pass
-            else:
-                shape = self._shapes.get(size)
-                if shape is None:
-                    shape = self._shapes[size] = tuple(size)
-                n = self._next_ref
-                self._next_ref = n + 1
-                ref = TensorRef(n, shape, dtype, device, storage.sid, storage.version, None, kind, name, 0)
-        if ref is None:
-            ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
+        ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
         self.external.append(ref)
         s = self._tensors[id(t)] = TensorState(t)
         s.ref, s.storage, s.born = ref, storage, storage.version
