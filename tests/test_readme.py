@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
-import re
 from pathlib import Path
 
 import pytest
+from test_tutorial import blocks, printed
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def _blocks(kind: str) -> list[str]:
-    return re.findall(rf"```{kind}\n(.*?)```", README.read_text(), flags=re.S)
+    return [text for k, text in blocks(README) if k == kind]
 
 
 def test_readme_python_blocks_run_and_print_what_the_readme_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    printed = []
-    for block in _blocks("python"):
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
-        printed.append(out.getvalue())
+    outputs = [printed(block, namespace, README) for block in _blocks("python")]
     assert (tmp_path / "resnet50.svg").read_text().lstrip().startswith("<?xml")
     coolcnn_tree = next(t for t in _blocks("text") if t.startswith("CoolCNN"))
-    assert coolcnn_tree in printed
+    assert coolcnn_tree in outputs
     relu_calls = namespace["relu_calls"]
     assert len(relu_calls) == 49  # type: ignore[arg-type]
     assert [(c.path, c.index) for c in relu_calls[:4]] == [  # type: ignore[index]

@@ -14,9 +14,17 @@ TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
 ELIDED = re.compile(r"^[│├└─ ]*\.\.\.$")  # a line that stands for lines left out: "..." or "│   └── ..."
 
 
-def blocks() -> list[tuple[str, str]]:
-    """``(kind, text)`` of every fenced block, in order."""
-    return re.findall(r"```(\w+)\n(.*?)```", TUTORIAL.read_text(encoding="utf-8"), flags=re.S)
+def blocks(doc: Path = TUTORIAL) -> list[tuple[str, str]]:
+    """``(kind, text)`` of every fenced block of ``doc``, in order."""
+    return re.findall(r"```(\w+)\n(.*?)```", doc.read_text(encoding="utf-8"), flags=re.S)
+
+
+def printed(code: str, namespace: dict[str, object], doc: Path) -> str:
+    """What running one Python block of ``doc`` in ``namespace`` (shared by the doc's blocks) printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(doc), "exec"), namespace)  # noqa: S102 - our own docs
+    return out.getvalue()
 
 
 def shown(expected: str, printed: str) -> bool:
@@ -52,17 +60,15 @@ def test_tutorial_python_blocks_run_and_print_what_it_shows(tmp_path: Path, monk
     for i, (kind, code) in enumerate(found):
         if kind != "python":
             continue
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, str(TUTORIAL), "exec"), namespace)  # noqa: S102 - our own tutorial
+        out = printed(code, namespace, TUTORIAL)
         for line, comment in value_comments(code):
             expr = ast.get_source_segment(code, next(s for s in ast.parse(code).body if s.lineno == line))
             value = repr(eval(expr, namespace))  # noqa: S307 - our own tutorial
             assert comment.startswith(value), f"the tutorial says {expr} is {comment!r}; it is {value}"
             checked_values += 1
         after = found[i + 1] if i + 1 < len(found) else ("", "")
-        if out.getvalue() and after[0] == "text":
-            assert shown(after[1], out.getvalue()), f"block {i} printed:\n{out.getvalue()}\nthe tutorial shows:\n{after[1]}"
+        if out and after[0] == "text":
+            assert shown(after[1], out), f"block {i} printed:\n{out}\nthe tutorial shows:\n{after[1]}"
             checked_output += 1
     assert checked_output == 5 and checked_values == 4  # every printing block and every stated value was checked
     assert (tmp_path / "bottleneck.svg").read_text().lstrip().startswith("<?xml")
