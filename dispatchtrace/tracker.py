@@ -24,23 +24,25 @@ Write = tuple[int, float, int, bool, "Op"]
 _WHOLE = (0, float("inf"), False)
 
 
-_free_weak_ref = torch.UntypedStorage._free_weak_ref
-
-
 class StorageState:
-    """One storage seen in the capture. Holding its weak ref pins the address: no reuse.
+    """One storage seen in the capture, found by its address ``key`` (``untyped_storage()._cdata``).
 
-    ``weak`` is the raw handle of that weak ref (``UntypedStorage._weak_ref()``, what
-    ``StorageWeakRef`` wraps), freed by ``Tracker.close``. ``writes`` are the writes that may still
-    be the last write of some byte, oldest first: a write whose range a later exact write covers is
-    dropped (an empty tuple until the first write: most storages are never written in place).
+    ``obj`` is a Python weak reference to the storage's Python object, which PyTorch keeps for
+    exactly as long as the storage lives (it hands back the same object while the storage lives:
+    PyObject preservation), so the ref dies with the storage and an address the allocator gives to a
+    new storage is seen as a new storage (``obj() is not`` the object found there). It pins
+    nothing: a C++ weak ref (``UntypedStorage._weak_ref``) would keep each dead storage's record
+    allocated until the block ends, among the tensors' memory (on CPU, thousands of page faults per
+    ResNet-50 capture in some processes). ``writes`` are the writes that may still be the last write
+    of some byte, oldest first: a write whose range a later exact write covers is dropped (an empty
+    tuple until the first write: most storages are never written in place).
     """
 
-    __slots__ = ("sid", "weak", "key", "version", "writes")
+    __slots__ = ("sid", "obj", "key", "version", "writes")
 
-    def __init__(self, sid: int, weak: int | None, key: int | None = None) -> None:
+    def __init__(self, sid: int, obj: weakref.ref[Any] | None, key: int | None = None) -> None:
         self.sid = sid
-        self.weak = weak
+        self.obj = obj
         self.key = key
         self.version = 0
         self.writes: list[Write] | tuple[()] = ()
@@ -143,17 +145,14 @@ class Tracker:
         self.external: list[TensorRef] = []
 
     def close(self) -> None:
-        """Drop every weak reference; the refs already handed out stay valid. A second call does nothing."""
-        for state in self._storages.values():
-            if state.weak is not None:
-                _free_weak_ref(state.weak)
-                state.weak = None
+        """Forget every tensor and storage; the refs already handed out stay valid. A second call does nothing."""
         self._storages.clear()
         self._tensors.clear()
         self._shapes.clear()
 
     def storage_id(self, key: int) -> int | None:
-        """The number of the storage at address ``key`` (``untyped_storage()._cdata``), if seen."""
+        """The number of the storage at address ``key`` (``untyped_storage()._cdata``), if seen (the
+        storage living there now, or the last one that did)."""
         state = self._storages.get(key)
         return None if state is None else state.sid
 
@@ -173,9 +172,9 @@ class Tracker:
             return StorageState(self._next_sid - 1, None)
         cdata = st._cdata
         state = self._storages.get(cdata)
-        if state is None:
+        if state is None or state.obj() is not st:  # not seen, or a dead storage's address reused
             self._next_sid += 1
-            state = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
+            state = self._storages[cdata] = StorageState(self._next_sid - 1, weakref.ref(st), cdata)
         return state
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
@@ -267,9 +266,9 @@ class Tracker:
                 storage = self._storage(t)
             else:
                 storage = self._storages.get(cdata)  # type: ignore[assignment]
-                if storage is None:
+                if storage is None or storage.obj() is not st:
                     self._next_sid += 1
-                    storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
+                    storage = self._storages[cdata] = StorageState(self._next_sid - 1, weakref.ref(st), cdata)
         ref = None
         if type(t) is Tensor:  # _new_ref, inline: once per op output
             try:
