@@ -7,6 +7,8 @@ within this run. Variants run interleaved (plain -> empty mode -> FlopCounterMod
 dispatchtrace), each after gc.collect(), so none pays for another's garbage. The load average is
 printed with each table: the machine is shared, compare rows of one run. The encoder runs with the
 MHA fast path off, so on cpu it issues its ~700 ATen ops as on meta (not one fused op per layer).
+Each table row also gives the median minor page faults per run of plain, FlopCounterMode and
+dispatchtrace (memory taken from the system again during the run).
 
 ``--decoder`` captures a Llama-style decoder of the 405B shape (hidden 16384, 128/8 heads, SwiGLU
 53248, 1 x 2048 tokens) on meta at each layer count: per-op cost over the empty mode, capture time,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -92,17 +95,25 @@ def variants(model: nn.Module, x: Any) -> dict[str, Callable[[], Any]]:
     return dict(zip(VARIANTS, (plain, empty, flops, debug, capture), strict=True))
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Median seconds per variant, the variants run in turn ``repeat`` times after one warm-up each."""
+def interleaved(fns: dict[str, Callable[[], Any]], repeat: int,
+                faults: dict[str, float] | None = None) -> dict[str, float]:
+    """Median seconds per variant, the variants run in turn ``repeat`` times after one warm-up each;
+    ``faults``, when given, gets each variant's median count of minor page faults per run (memory the
+    process had to take from the system again: on CPU, a tool that changes the allocator's heap pays it)."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
+    minor: dict[str, list[int]] = {k: [] for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
             gc.collect()
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
+            minor[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    if faults is not None:
+        faults.update({k: statistics.median(v) for k, v in minor.items()})
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -123,9 +134,11 @@ def table_row(name: str, device: str, repeat: int) -> dict[str, Any]:
     model, x = model_input(name, device)
     with torch.no_grad():
         fns = variants(model, x)
-        med = interleaved(fns, repeat)
+        faults: dict[str, float] = {}
+        med = interleaved(fns, repeat, faults)
         n_ops = len(fns["dispatchtrace"]().ops)
-    row: dict[str, Any] = {"model": name, "device": device, "ops": n_ops, "plain_ms": med["plain"] * 1e3}
+    row: dict[str, Any] = {"model": name, "device": device, "ops": n_ops, "plain_ms": med["plain"] * 1e3,
+                           "faults": faults}
     for k in VARIANTS[1:]:
         row[k] = med[k] / med["plain"]
         row[f"{k}_us"] = (med[k] - med["empty"]) / n_ops * 1e6
@@ -135,13 +148,14 @@ def table_row(name: str, device: str, repeat: int) -> dict[str, Any]:
 def print_table(repeat: int, rows: list[tuple[str, str]]) -> None:
     print(f"load average before: {loadavg()}")
     print("| model | device | ops | plain ms | empty mode (floor) | FlopCounterMode | DebugMode | dispatchtrace "
-          "| µs/op over floor: FlopCounterMode | DebugMode | dispatchtrace |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| µs/op over floor: FlopCounterMode | DebugMode | dispatchtrace | page faults: plain / FCM / dispatchtrace |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, device in rows:
         r = table_row(name, device, repeat)
         print(f"| {name} | {device} | {r['ops']} | {r['plain_ms']:.1f} | {r['empty']:.2f} | {r['flops']:.2f} | "
               f"{r['debug']:.2f} | {r['dispatchtrace']:.2f} | {r['flops_us']:.1f} | {r['debug_us']:.1f} | "
-              f"{r['dispatchtrace_us']:.1f} |", flush=True)
+              f"{r['dispatchtrace_us']:.1f} | {r['faults']['plain']:.0f} / {r['faults']['flops']:.0f} / "
+              f"{r['faults']['dispatchtrace']:.0f} |", flush=True)
     print(f"load average after: {loadavg()}\n")
 
 
