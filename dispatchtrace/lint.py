@@ -287,8 +287,8 @@ def _check_versions(graph: Graph) -> None:
             if v < seen(s, -1):
                 _older(op, ref, "input", latest)
             latest[s] = v
-            if v > read.get(s, -1):
-                read[s] = v
+            r = read.get(s, -1)
+            read[s] = v if v > r else r
         mutated = op.mutated
         for ref in mutated:
             if ref.version < seen(ref.storage, -1):
