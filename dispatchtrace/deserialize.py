@@ -189,7 +189,8 @@ class _Loader:
             raise FormatError(f"op {ix} ({name}) lists op {p} as a producer, which did not run before "
                               f"it: every op's producers precede it")
         arg, known, ref = self._arg, self.refs.get, self._ref
-        args = tuple([arg(a) for a in args])
+        args = tuple([a if type(a) is int or a is None else (known(a["$t"]) or ref(a["$t"]))  # _arg, inline
+                      if type(a) is dict and "$t" in a else arg(a) for a in args])
         kwargs = {} if type(kwargs) is dict and not kwargs else {k: arg(v) for k, v in kwargs.items()}
         refs = tuple([known(r) or ref(r) for r in inputs])
         # an op whose args are exactly its inputs (mm(a, b)) shares the one tuple: one object fewer to track

@@ -129,20 +129,25 @@ def _check_calls(graph: Graph) -> None:
 
 def _check_children(graph: Graph) -> None:
     ops = graph.ops
-    n = 0
     for call in [graph.root, *graph.calls]:
         own = [c for c in call.children if isinstance(c, Op)]
         if len(own) != len(call.ops) or any(map(is_not, own, call.ops)):
             _fail("children", f"{call!r}.ops is not the list of its op children; a call's ops are its op children")
-    for child in graph.root.walk():
-        if not isinstance(child, Op):
-            continue
-        op: Op = child
-        if n >= len(ops) or ops[n] is not op:
-            _fail("children", f"the {n}th op met walking the calls is {_op(op)}, not graph.ops[{n}]: each call's ops "
-                              f"are one contiguous range inside its parent's, and children are in the order they ran")
-        n += 1
-    if n != len(ops):
+    met: list[Op] = []  # the ops walking the calls meets, depth first (one step per call, not per op and level)
+
+    def visit(call: Call) -> None:
+        for child in call.children:
+            if isinstance(child, Call):
+                visit(child)
+            elif isinstance(child, Op):
+                met.append(child)
+
+    visit(graph.root)
+    if len(met) != len(ops) or any(map(is_not, met, ops)):
+        n = next((i for i, (a, b) in enumerate(zip(met, ops, strict=False)) if a is not b), min(len(met), len(ops)))
+        if n < len(met):
+            _fail("children", f"the {n}th op met walking the calls is {_op(met[n])}, not graph.ops[{n}]: each call's "
+                              f"ops are one contiguous range inside its parent's, and children are in the order they ran")
         _fail("children", f"{_op(ops[n])} is in no call's children; every op is a child of the call that ran it")
     for call in [graph.root, *graph.calls]:
         for op in call.ops:
@@ -169,8 +174,7 @@ def _check_dataflow(graph: Graph) -> None:
     writes: dict[int, list[tuple[int, int]]] = {}  # storage -> (version made, op index) of each write
     lazy = Users.unread(ops)  # users all still to be found from the producers agree with them
     for op in ops:
-        inputs, at = op.inputs, op.index
-        listed: set[int] = set()
+        inputs, at, listed = op.inputs, op.index, set()
         read = {r.producer.index for r in inputs if r.producer is not None}
         allowed = set(read) if writes else read
         if writes:
@@ -224,7 +228,7 @@ def _refs_in(values: Any, out: list[TensorRef]) -> list[TensorRef]:
             _refs_in(v, out)
         elif t is dict:
             _refs_in(v.values(), out)
-        elif isinstance(v, TensorRef):
+        elif t is not int and isinstance(v, TensorRef):
             out.append(v)
     return out
 
@@ -251,12 +255,12 @@ def _check_tensors(graph: Graph) -> None:
             if ref.producer is not op or ref.slot != slot:
                 _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
                                  f"slot {slot}; an op's outputs are its own, by position")
-    checked: set[int] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
-    for w, refs in _mentions(graph):
+    checked: set[TensorRef] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
+    for w, refs in _mentions(graph):  # (refs hash by identity)
         for ref in refs:
-            if id(ref) in checked:
+            if ref in checked:
                 continue
-            checked.add(id(ref))
+            checked.add(ref)
             if ref.kind not in _KINDS:
                 _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
             p = ref.producer
@@ -382,11 +386,9 @@ def _check_constants(graph: Graph) -> None:
         if ref.dtype != literal.dtype or tuple(ref.shape) != tuple(literal.shape):
             _fail("constants", f"graph.constants[{name!r}] is {literal.dtype} {list(literal.shape)}, but the ref is "
                                f"{ref.label}; a literal has its constant's dtype and shape")
-        if literal.values is None:
-            if not literal.why:
-                _fail("constants", f"graph.constants[{name!r}] has no values and no why; a literal without a value "
-                                   f"says why")
-        elif len(literal.values) != ref.numel:
+        if literal.values is None and not literal.why:
+            _fail("constants", f"graph.constants[{name!r}] has no values and no why; a literal without a value says why")
+        if literal.values is not None and len(literal.values) != ref.numel:
             _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.label}; a "
                                f"literal has one value per element")
 def _check_notes(graph: Graph) -> None:
