@@ -93,6 +93,7 @@ class _Loader:
         self.sources = [_unrecord(r) for r in data["sources"]]
         self.rows = {row[0]: row for row in data["tensors"]}
         self.refs: dict[int, TensorRef] = {}
+        self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one tuple per distinct shape, shared by its refs
         self.at = -1  # the op being loaded; every op after it is yet to come
 
     def build(self) -> Graph:
@@ -176,26 +177,30 @@ class _Loader:
         o = self.op_entries[ix]
         name, target, in_call, args, kwargs, inputs, outputs, mutated, is_view, producers, source = o[:_PLAIN]
         extra = o[_PLAIN] if len(o) > _PLAIN else _NO_EXTRA
-        n = self.at = len(self.graph.ops)
+        ops = self.graph.ops
+        n = self.at = len(ops)
         if ix != n:
             raise FormatError(f"op {ix} ({name}) runs as op {n} in the calls' children: ops must be listed "
                               f"in the order they ran (their index is their position in execution order)")
         if in_call != ci:
             raise FormatError(f"op {ix} ({name}) says it ran in call {in_call}, but is a child of call {ci}")
-        for p in producers:
-            if not 0 <= p < n:
-                raise FormatError(f"op {ix} ({name}) lists op {p} as a producer, which did not run before "
-                                  f"it: every op's producers precede it")
-        arg, known, ref, ops = self._arg, self.refs.get, self._ref, self.graph.ops
-        args = tuple([arg(a) for a in args])
+        if producers and not (0 <= min(producers) and max(producers) < n):
+            p = next(p for p in producers if not 0 <= p < n)
+            raise FormatError(f"op {ix} ({name}) lists op {p} as a producer, which did not run before "
+                              f"it: every op's producers precede it")
+        arg, known, ref = self._arg, self.refs.get, self._ref
+        args = tuple([a if type(a) is int or a is None else (known(a["$t"]) or ref(a["$t"]))  # _arg, inline
+                      if type(a) is dict and "$t" in a else arg(a) for a in args])
         kwargs = {} if type(kwargs) is dict and not kwargs else {k: arg(v) for k, v in kwargs.items()}
-        op = self.builder.add_op(call, name, target, args, kwargs, tuple([known(r) or ref(r) for r in inputs]),
+        refs = tuple([known(r) or ref(r) for r in inputs])
+        # an op whose args are exactly its inputs (mm(a, b)) shares the one tuple: one object fewer to track
+        op = self.builder.add_op(call, name, target, args, kwargs, args if refs == args else refs,
                                  tuple([ops[p] for p in producers]), phase=extra.get("phase", "forward"))
         self.builder.set_outputs(op, tuple([known(r) or ref(r) for r in outputs]),
-                                 tuple([known(r) or ref(r) for r in mutated]), is_view)
+                                 tuple([known(r) or ref(r) for r in mutated]) if mutated else (), is_view)
         if source is not None:
             op.source = self.sources[source]
-        if extra.get("dtensor") is not None:
+        if extra is not _NO_EXTRA and extra.get("dtensor") is not None:
             self.builder.set_dtensor(op, self.sources[extra["dtensor"]])
 
     def _finish_call(self, call: Call, c: dict[str, Any]) -> None:
@@ -218,7 +223,8 @@ class _Loader:
             if producer is not None and not 0 <= producer <= self.at:
                 raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
                                   f"a tensor is used only after the op that produced it")
-            ref = self.refs[rid] = TensorRef(rid, tuple(shape), dtype, device, storage, version,
+            shape = tuple(shape)
+            ref = self.refs[rid] = TensorRef(rid, self.shapes.setdefault(shape, shape), dtype, device, storage, version,
                                              None if producer is None else self.graph.ops[producer], kind, name, slot)
         return ref
 

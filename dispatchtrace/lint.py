@@ -3,40 +3,37 @@
 The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
 
 1. ``ops``: ``graph.ops[i].index == i``, each op's phase one of ``graph.PHASES``; op names are unique.
-2. ``calls``: the root has no parent and depth -1; ``graph.calls`` lists every call below the root
-   once, in the order they were entered (depth first through ``children``); each call's parent is
-   the call whose children hold it, and its depth is its parent's plus one.
-3. ``children``: walking the root's children depth first meets the ops in index order, each once,
-   so each call's ops are one contiguous range inside its parent's and children run in order; a
-   call's ``ops`` are its op children, and each op's ``call`` is the call that holds it.
-4. ``call index``: per module path, the calls are numbered 0, 1, 2 ... in entry order
-   (``0 <= index < repeat``).
-5. ``versions``: along op order (inputs, then writes, then outputs of each op), the version of a
-   storage never decreases.
-6. ``mutated``: a written ref has a later version than the same storage read by that op;
-   ``is_view`` is true exactly when the op writes nothing and an output shares an input's storage.
-7. ``tensors``: every ref's producer is an op of this graph, and the ref is that op's output at
-   ``slot`` (or a refreshed version of it: same storage, a later version); an op's outputs name it
-   as producer with their position as slot; a ref without producer is no ``activation``.
-8. ``producers``: each op's producers are ops of this graph that ran before it, each once; they
-   include the producer of every tensor it reads, and each is such a producer or an op that wrote
-   such a tensor's storage after the tensor was made (its producer's output version) and no later
-   than the version read.
+2. ``calls``: the root has no parent and depth -1; ``graph.calls`` lists every call below the root once, in the order
+   they were entered (depth first through ``children``); each call's parent is the call whose children hold it, and its
+   depth is its parent's plus one.
+3. ``children``: walking the root's children depth first meets the ops in index order, each once, so each call's ops
+   are one contiguous range inside its parent's and children run in order; a call's ``ops`` are its op children, and
+   each op's ``call`` is the call that holds it.
+4. ``call index``: per module path, the calls are numbered 0, 1, 2 ... in entry order (``0 <= index < repeat``).
+5. ``versions``: along op order (inputs, then writes, then outputs of each op), the version of a storage never
+   decreases.
+6. ``mutated``: a written ref has a later version than the same storage read by that op; ``is_view`` is true exactly
+   when the op writes nothing and an output shares an input's storage.
+7. ``tensors``: every ref's producer is an op of this graph, and the ref is that op's output at ``slot`` (or a
+   refreshed version of it: same storage, a later version); an op's outputs name it as producer with their position as
+   slot; a ref without producer is no ``activation``.
+8. ``producers``: each op's producers are ops of this graph that ran before it, each once; they include the producer of
+   every tensor it reads, and each is such a producer or an op that wrote such a tensor's storage after the tensor was
+   made (its producer's output version) and no later than the version read.
 9. ``users``: each op's users are exactly the ops that list it as a producer, in execution order.
 10. ``inputs``: an op's ``inputs`` are the tensor refs in its ``args`` then ``kwargs``, in order.
-11. ``graph inputs/outputs``: ``graph.inputs`` are refs of kind ``input`` without producer;
-    ``graph.outputs`` are the outputs of the top-level calls, each once; call inputs and outputs
-    list each ref once.
-12. ``attribution``: only backward and recompute ops have an ``origin`` (a call of the graph, not the
-    root) and ``grad_of`` (an op that ran before, not an optimizer op); only backward ops a ``param``
-    (a non-empty name), and an op with a ``param`` has no ``origin``.
-13. ``arguments``: only top-level calls have ``arguments`` (``((name, value), ...), {keyword: value}``,
-    names unique); every tensor ref in them is one of the call's ``inputs``.
-14. ``constants``: every name in ``graph.constants`` names a ref of kind ``constant`` of the graph,
-    with the dtype and shape of that ref; a literal has a value for each element, or none and a ``why``.
+11. ``graph inputs/outputs``: ``graph.inputs`` are refs of kind ``input`` without producer; ``graph.outputs`` are the
+    outputs of the top-level calls, each once; call inputs and outputs list each ref once.
+12. ``attribution``: only backward and recompute ops have an ``origin`` (a call of the graph, not the root) and
+    ``grad_of`` (an op that ran before, not an optimizer op); only backward ops a ``param`` (a non-empty name), and an
+    op with a ``param`` has no ``origin``.
+13. ``arguments``: only top-level calls have ``arguments`` (``((name, value), ...), {keyword: value}``, names unique);
+    every tensor ref in them is one of the call's ``inputs``.
+14. ``constants``: every name in ``graph.constants`` names a ref of kind ``constant`` of the graph, with the dtype and
+    shape of that ref; a literal has a value for each element, or none and a ``why``.
 15. ``notes``: ``graph.notes`` is a list of non-empty strings, each once.
-16. ``dtensor``: the local ops of one DTensor-level op (``op.dtensor``) are consecutive, in one call, and
-    DTensor-level ops are numbered in the order they ran (``dtensor.check_dtensor_ops``).
+16. ``dtensor``: the local ops of one DTensor-level op (``op.dtensor``) are consecutive, in one call, and DTensor-level
+    ops are numbered in the order they ran (``dtensor.check_dtensor_ops``).
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -61,6 +58,7 @@ from .dtensor import check_dtensor_ops
 from .graph import PHASES, Call, Op
 from .structure import iter_leaves
 from .tensors import TensorRef
+from .users import Users
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -78,18 +76,9 @@ def _fail(invariant: str, message: str) -> None:
 
 def lint(graph: Graph) -> None:
     """Raise ``LintError`` naming the first broken invariant of ``graph``; return ``None`` when all hold."""
-    _check_ops(graph)
-    _check_calls(graph)
-    _check_children(graph)
-    _check_call_indices(graph)
-    _check_versions(graph)
-    _check_tensors(graph)
-    _check_dataflow(graph)
-    _check_graph_io(graph)
-    _check_attribution(graph)
-    _check_arguments(graph)
-    _check_constants(graph)
-    _check_notes(graph)
+    for check in (_check_ops, _check_calls, _check_children, _check_call_indices, _check_versions, _check_tensors,
+                  _check_dataflow, _check_graph_io, _check_attribution, _check_arguments, _check_constants, _check_notes):
+        check(graph)
     problem = check_dtensor_ops(graph.ops)
     if problem is not None:
         _fail("dtensor", problem)
@@ -140,20 +129,25 @@ def _check_calls(graph: Graph) -> None:
 
 def _check_children(graph: Graph) -> None:
     ops = graph.ops
-    n = 0
     for call in [graph.root, *graph.calls]:
         own = [c for c in call.children if isinstance(c, Op)]
         if len(own) != len(call.ops) or any(map(is_not, own, call.ops)):
             _fail("children", f"{call!r}.ops is not the list of its op children; a call's ops are its op children")
-    for child in graph.root.walk():
-        if not isinstance(child, Op):
-            continue
-        op: Op = child
-        if n >= len(ops) or ops[n] is not op:
-            _fail("children", f"the {n}th op met walking the calls is {_op(op)}, not graph.ops[{n}]: each call's ops "
-                              f"are one contiguous range inside its parent's, and children are in the order they ran")
-        n += 1
-    if n != len(ops):
+    met: list[Op] = []  # the ops walking the calls meets, depth first (one step per call, not per op and level)
+
+    def visit(call: Call) -> None:
+        for child in call.children:
+            if isinstance(child, Call):
+                visit(child)
+            elif isinstance(child, Op):
+                met.append(child)
+
+    visit(graph.root)
+    if len(met) != len(ops) or any(map(is_not, met, ops)):
+        n = next((i for i, (a, b) in enumerate(zip(met, ops, strict=False)) if a is not b), min(len(met), len(ops)))
+        if n < len(met):
+            _fail("children", f"the {n}th op met walking the calls is {_op(met[n])}, not graph.ops[{n}]: each call's "
+                              f"ops are one contiguous range inside its parent's, and children are in the order they ran")
         _fail("children", f"{_op(ops[n])} is in no call's children; every op is a child of the call that ran it")
     for call in [graph.root, *graph.calls]:
         for op in call.ops:
@@ -175,13 +169,14 @@ def _check_call_indices(graph: Graph) -> None:
 
 
 def _check_dataflow(graph: Graph) -> None:
-    ops = graph.ops
+    ops, n = graph.ops, len(graph.ops)
     expected_users: dict[int, list[Op]] = {}
     writes: dict[int, list[tuple[int, int]]] = {}  # storage -> (version made, op index) of each write
+    lazy = Users.unread(ops)  # users all still to be found from the producers agree with them
     for op in ops:
-        inputs = op.inputs
-        listed: set[int] = set()
-        allowed = {r.producer.index for r in inputs if r.producer is not None}
+        inputs, at, listed = op.inputs, op.index, set()
+        read = {r.producer.index for r in inputs if r.producer is not None}
+        allowed = set(read) if writes else read
         if writes:
             for r in inputs:  # the writes of its storage after the tensor was born, up to the version read
                 made = writes.get(r.storage)
@@ -190,30 +185,33 @@ def _check_dataflow(graph: Graph) -> None:
                     born = p.outputs[r.slot].version if p is not None and r.slot < len(p.outputs) else -1
                     allowed.update(i for v, i in made if born < v <= r.version)
         for p in op.producers:
-            if not (0 <= p.index < len(ops) and ops[p.index] is p):
+            i = p.index
+            if not (0 <= i < n and ops[i] is p):
                 _fail("producers", f"{_op(op)} lists %{p.name} as a producer, which is not an op of this graph")
-            if p.index >= op.index:
+            if i >= at:
                 _fail("producers", f"{_op(op)} lists {_op(p)} as a producer, which runs after it; every op's "
                                    f"producers precede it")
-            if p.index in listed:
+            if i in listed:
                 _fail("producers", f"{_op(op)} lists {_op(p)} twice as a producer; each producer is listed once")
-            if p.index not in allowed:
+            if i not in allowed:
                 _fail("producers", f"{_op(op)} lists {_op(p)} as a producer, which neither produced a tensor it reads "
                                    f"nor wrote one's storage after that tensor was made; an edge means the op read "
                                    f"data the producer made")
-            listed.add(p.index)
-            expected_users.setdefault(p.index, []).append(op)
+            listed.add(i)
+            if lazy is None:
+                expected_users.setdefault(i, []).append(op)
         args, kwargs = op.args, op.kwargs  # no kwargs: the refs of (args, kwargs) are those of args
-        refs = _refs_in(args if type(args) is tuple and type(kwargs) is dict and not kwargs else (args, kwargs), [])
-        if len(refs) != len(inputs) or any(map(is_not, refs, inputs)):
-            _fail("inputs", f"{_op(op)}'s inputs are not the tensor refs of its args and kwargs, in order")
-        for ref in inputs:
-            if ref.producer is not None and ref.producer.index not in listed:
-                _fail("producers", f"{_op(op)} reads {ref.text}, but its producer %{ref.producer.name} is not among "
-                                   f"the op's producers; an op depends on the producer of every tensor it reads")
+        if args is not inputs or kwargs:  # else every arg is a ref (the loader shares the tuple): its refs are itself
+            refs = _refs_in(args if type(args) is tuple and type(kwargs) is dict and not kwargs else (args, kwargs), [])
+            if len(refs) != len(inputs) or any(map(is_not, refs, inputs)):
+                _fail("inputs", f"{_op(op)}'s inputs are not the tensor refs of its args and kwargs, in order")
+        if not read <= listed:
+            ref = next(r for r in inputs if r.producer is not None and r.producer.index not in listed)
+            _fail("producers", f"{_op(op)} reads {ref.text}, but its producer %{ref.producer.name} is not among "
+                               f"the op's producers; an op depends on the producer of every tensor it reads")
         for ref in op.mutated:
             writes.setdefault(ref.storage, []).append((ref.version, op.index))
-    for op in ops:
+    for op in ops if lazy is None else ():
         want, users = expected_users.get(op.index, ()), op.users
         if len(want) != len(users) or any(map(is_not, want, users)):
             _fail("users", f"{_op(op)}'s users are {[u.name for u in users]}, but the ops that list it as a "
@@ -230,7 +228,7 @@ def _refs_in(values: Any, out: list[TensorRef]) -> list[TensorRef]:
             _refs_in(v, out)
         elif t is dict:
             _refs_in(v.values(), out)
-        elif isinstance(v, TensorRef):
+        elif t is not int and isinstance(v, TensorRef):
             out.append(v)
     return out
 
@@ -257,12 +255,12 @@ def _check_tensors(graph: Graph) -> None:
             if ref.producer is not op or ref.slot != slot:
                 _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
                                  f"slot {slot}; an op's outputs are its own, by position")
-    checked: set[int] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
-    for w, refs in _mentions(graph):
+    checked: set[TensorRef] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
+    for w, refs in _mentions(graph):  # (refs hash by identity)
         for ref in refs:
-            if id(ref) in checked:
+            if ref in checked:
                 continue
-            checked.add(id(ref))
+            checked.add(ref)
             if ref.kind not in _KINDS:
                 _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
             p = ref.producer
@@ -295,19 +293,22 @@ def _check_versions(graph: Graph) -> None:
             latest[s] = v
             r = read.get(s, -1)
             read[s] = v if v > r else r
-        for ref in op.mutated:
+        mutated = op.mutated
+        for ref in mutated:
             if ref.version < seen(ref.storage, -1):
                 _older(op, ref, "written tensor", latest)
             latest[ref.storage] = ref.version
             if ref.storage in read and ref.version <= read[ref.storage]:
                 _fail("mutated", f"{_op(op)} writes {ref!r} but its version is not later than the version it read "
                                  f"({read[ref.storage]}); a write makes a new version")
+        shares = False  # an output shares an input's storage
         for ref in op.outputs:
-            if ref.version < seen(ref.storage, -1):
+            s, v = ref.storage, ref.version
+            if v < seen(s, -1):
                 _older(op, ref, "output", latest)
-            latest[ref.storage] = ref.version
-        view = not op.mutated and any(r.storage in read for r in op.outputs)
-        if op.is_view != view:
+            latest[s] = v
+            shares = shares or s in read
+        if op.is_view != (shares and not mutated):
             _fail("mutated", f"{_op(op)} has is_view={op.is_view}; is_view is true exactly when the op writes nothing "
                              f"and an output shares an input's storage")
 
@@ -347,8 +348,7 @@ def _check_attribution(graph: Graph) -> None:
             _fail("attribution", f"{_op(op)} has origin {origin!r}, which is no call of the graph (the root is "
                                  f"none: an op of no call has origin None)")
         if grad_of is not None:
-            ops = graph.ops
-            if not (0 <= grad_of.index < op.index and ops[grad_of.index] is grad_of) or grad_of.phase == "optimizer":
+            if not (0 <= grad_of.index < op.index and graph.ops[grad_of.index] is grad_of) or grad_of.phase == "optimizer":
                 _fail("attribution", f"{_op(op)} has grad_of {grad_of!r}, which is no earlier op of the graph outside "
                                      f"an optimizer step; grad_of is the op whose autograd node ran it")
         if param is not None and (op.phase != "backward" or origin is not None or not isinstance(param, str) or not param):
@@ -386,11 +386,9 @@ def _check_constants(graph: Graph) -> None:
         if ref.dtype != literal.dtype or tuple(ref.shape) != tuple(literal.shape):
             _fail("constants", f"graph.constants[{name!r}] is {literal.dtype} {list(literal.shape)}, but the ref is "
                                f"{ref.label}; a literal has its constant's dtype and shape")
-        if literal.values is None:
-            if not literal.why:
-                _fail("constants", f"graph.constants[{name!r}] has no values and no why; a literal without a value "
-                                   f"says why")
-        elif len(literal.values) != ref.numel:
+        if literal.values is None and not literal.why:
+            _fail("constants", f"graph.constants[{name!r}] has no values and no why; a literal without a value says why")
+        if literal.values is not None and len(literal.values) != ref.numel:
             _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.label}; a "
                                f"literal has one value per element")
 def _check_notes(graph: Graph) -> None:

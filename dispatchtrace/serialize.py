@@ -84,7 +84,7 @@ def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> list[Any]:
     is_view, producers, source]``, then ``{phase, origin, grad_of, param, dtensor}`` where any is set."""
     value, ids, kwargs, mutated = t.value, t.ids, op.kwargs, op.mutated
     row: list[Any] = [
-        op.name, op.target, call_ix[id(op.call)], [value(a) for a in op.args],
+        op.name, op.target, call_ix[id(op.call)], [a if type(a) is int else value(a) for a in op.args],
         {k: value(v) for k, v in kwargs.items()} if kwargs else {},
         ids(op.inputs), ids(op.outputs), ids(mutated) if mutated else [], op.is_view, [p.index for p in op.producers],
         None if op.source is None else t.source(op.source),

@@ -31,6 +31,15 @@ class Users:
         self._ops = ops
         self._table: list[tuple[Op, ...]] = []
 
+    @staticmethod
+    def unread(ops: list[Op]) -> Users | None:
+        """The table every op of ``ops`` reads its users from, where nothing was read from it yet (each op's
+        users are still to be found from the producers as they are now: ``lint`` knows they agree); else ``None``."""
+        table = ops[0]._users if ops else None
+        if type(table) is Users and table._ops is ops and not table._table and all(op._users is table for op in ops):
+            return table
+        return None
+
     def of(self, op: Op) -> tuple[Op, ...]:
         """The ops that list ``op`` as a producer, in the order they ran (``()`` for an op not in the list)."""
         ops, table = self._ops, self._table
