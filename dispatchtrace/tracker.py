@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,19 +29,18 @@ _free_weak_ref = torch.UntypedStorage._free_weak_ref
 
 
 class StorageState:
-    """One storage seen in the capture. Holding its weak ref pins the address: no reuse.
+    """One storage seen in the capture. The tracker holds a weak ref to it, which pins the address: no reuse.
 
-    ``weak`` is the raw handle of that weak ref (``UntypedStorage._weak_ref()``, what
-    ``StorageWeakRef`` wraps), freed by ``Tracker.close``. ``writes`` are the writes that may still
+    That weak ref (the raw handle ``UntypedStorage._weak_ref()`` returns, what ``StorageWeakRef``
+    wraps) is in ``Tracker``'s list of them, all freed at once by ``Tracker.close``. ``writes`` are the writes that may still
     be the last write of some byte, oldest first: a write whose range a later exact write covers is
     dropped (an empty tuple until the first write: most storages are never written in place).
     """
 
-    __slots__ = ("sid", "weak", "key", "version", "writes")
+    __slots__ = ("sid", "key", "version", "writes")
 
-    def __init__(self, sid: int, weak: int | None, key: int | None = None) -> None:
+    def __init__(self, sid: int, key: int | None = None) -> None:
         self.sid = sid
-        self.weak = weak
         self.key = key
         self.version = 0
         self.writes: list[Write] | tuple[()] = ()
@@ -134,20 +134,21 @@ class Tracker:
         self._namer = namer
         self._named = named if named is not None else {}
         self._storages: dict[int, StorageState] = {}
+        self._weak: list[int] = []  # one weak ref per storage in _storages (raw handles), freed by close
+        self._pin = self._weak.append
         self._tensors: dict[int, TensorState] = {}
         self.live = self._tensors
         """``id(tensor) -> TensorState`` (check ``state() is tensor``): read inline by ``Recorder.op``."""
         self._next_ref = 0
         self._next_sid = 0
         self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
-        self.external: list[TensorRef] = []
+        self.inputs: list[TensorRef] = []
+        """The refs first seen of kind ``input`` (the graph's inputs), in the order seen."""
 
     def close(self) -> None:
         """Drop every weak reference; the refs already handed out stay valid. A second call does nothing."""
-        for state in self._storages.values():
-            if state.weak is not None:
-                _free_weak_ref(state.weak)
-                state.weak = None
+        deque(map(_free_weak_ref, self._weak), maxlen=0)  # one C loop, no bytecode per storage
+        self._weak.clear()
         self._storages.clear()
         self._tensors.clear()
         self._shapes.clear()
@@ -170,12 +171,13 @@ class Tracker:
             st = t.untyped_storage()
         except Exception:  # tensors without storage (sparse, some subclasses): one per object
             self._next_sid += 1
-            return StorageState(self._next_sid - 1, None)
+            return StorageState(self._next_sid - 1)
         cdata = st._cdata
         state = self._storages.get(cdata)
         if state is None:
             self._next_sid += 1
-            state = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
+            state = self._storages[cdata] = StorageState(self._next_sid - 1, cdata)
+            self._pin(st._weak_ref())
         return state
 
     def _new_ref(self, t: Tensor, storage: StorageState, producer: Op | None, kind: Kind, name: str | None,
@@ -206,7 +208,8 @@ class Tracker:
                          slot)
 
     def known(self, t: Tensor) -> TensorState:
-        """The state of ``t`` as last recorded (its ref not refreshed); first sight makes an external ref."""
+        """The state of ``t`` as last recorded (its ref not refreshed); first sight makes an external ref
+        (no producer), of the kind and name ``named`` or ``namer`` gives."""
         s = self._tensors.get(id(t))
         if s is not None and s() is t:
             return s
@@ -217,7 +220,8 @@ class Tracker:
         else:
             kind, name = self._namer(t)
         ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
-        self.external.append(ref)
+        if kind == "input":
+            self.inputs.append(ref)
         s = self._tensors[id(t)] = TensorState(t)
         s.ref, s.storage, s.born = ref, storage, storage.version
         return s
@@ -269,7 +273,8 @@ class Tracker:
                 storage = self._storages.get(cdata)  # type: ignore[assignment]
                 if storage is None:
                     self._next_sid += 1
-                    storage = self._storages[cdata] = StorageState(self._next_sid - 1, st._weak_ref(), cdata)
+                    storage = self._storages[cdata] = StorageState(self._next_sid - 1, cdata)
+                    self._pin(st._weak_ref())
         ref = None
         if type(t) is Tensor:  # _new_ref, inline: once per op output
             try:
