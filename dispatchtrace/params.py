@@ -108,7 +108,7 @@ def _shared_counts(modules: list[nn.Module]) -> tuple[Counts, int]:
 
 def add_params(graph: Graph) -> None:
     """Parameter counts per call (own, and with children), while the modules are still alive."""
-    of_calls = [call.module for call in graph.calls]
+    of_calls = [None if call._module is None else call._module() for call in graph.calls]  # .module, inline
     modules = {id(module): module for module in of_calls if module is not None}  # each once, first call first
     counts, total = count_params(list(modules.values()))
     for call, module in zip(graph.calls, of_calls, strict=True):
