@@ -20,9 +20,12 @@ def add_dataflow_inputs(graph: Graph, starts: dict[Call, int]) -> None:
     so a tensor came from outside the call exactly when its producer's index is below the start.
     """
     extra: dict[Call, dict[TensorRef, None]] = {}
+    call = start = None
     for op in graph.ops:
-        call = op.call
-        if call.parent is None:  # issued outside every call: nothing to extend
+        if op.call is not call:  # consecutive ops mostly share their call
+            call = op.call
+            start = starts[call] if call.parent is not None else None
+        if start is None:  # issued outside every call: nothing to extend
             continue
         for ref in op.inputs:
             kind = ref.kind
@@ -30,6 +33,8 @@ def add_dataflow_inputs(graph: Graph, starts: dict[Call, int]) -> None:
                 continue
             producer = ref.producer
             made = -1 if producer is None else producer.index
+            if made >= start:  # made inside the op's own call (the common case): read from outside no call
+                continue
             at = call
             while at.parent is not None and made < starts[at]:
                 refs = extra.get(at)
@@ -38,4 +43,7 @@ def add_dataflow_inputs(graph: Graph, starts: dict[Call, int]) -> None:
                 refs[ref] = None
                 at = at.parent
     for call, refs in extra.items():
-        GraphBuilder.set_call_inputs(call, [*call.inputs, *refs])
+        inputs = call.inputs
+        more = [ref for ref in refs if ref not in inputs]  # most were passed to the call: its inputs already
+        if more:
+            GraphBuilder.set_call_inputs(call, [*inputs, *more])

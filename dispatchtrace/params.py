@@ -36,12 +36,14 @@ def _tree_counts(modules: list[nn.Module]) -> tuple[Counts, int] | None:
     """The counts with plain sums, one walk: ``None`` when some module or parameter is reached
     twice (shared, tied), where sums would count it twice (``_shared_counts`` then)."""
     counts: Counts = {}
-    seen: set[int] = set()
+    params: list[int] = []  # the id of every parameter met: all distinct, or the sums are wrong
     total = 0
     for root in modules:
         if id(root) in counts:  # below a module counted before
             continue
-        walked: list[list] = []  # [module, parent position, with children, own], parents first
+        walked: list[nn.Module] = []  # parents first; parent positions and counts alongside
+        parents: list[int] = []
+        every: list[int] = []
         todo: list[tuple[nn.Module, int]] = [(root, -1)]
         while todo:
             mod, parent = todo.pop()
@@ -51,20 +53,23 @@ def _tree_counts(modules: list[nn.Module]) -> tuple[Counts, int] | None:
             own = 0
             for p in mod._parameters.values():
                 if p is not None:
-                    if id(p) in seen:
-                        return None
-                    seen.add(id(p))
+                    params.append(id(p))
                     own += p.numel()
             at = len(walked)
-            walked.append([mod, parent, own, own])
+            walked.append(mod)
+            parents.append(parent)
+            every.append(own)
             for child in mod._modules.values():
                 if child is not None:
                     todo.append((child, at))
-        for mod, parent, every, own in reversed(walked):
-            if parent >= 0:
-                walked[parent][2] += every
-            counts[id(mod)] = (every, own)
-        total += walked[0][2]
+        owns = every[:]
+        for at in range(len(walked) - 1, 0, -1):  # children after their parent: sums reach the root
+            every[parents[at]] += every[at]
+        for mod, n, own in zip(walked, every, owns, strict=True):
+            counts[id(mod)] = (n, own)
+        total += every[0]
+    if len(set(params)) != len(params):
+        return None
     return counts, total
 
 
@@ -103,11 +108,8 @@ def _shared_counts(modules: list[nn.Module]) -> tuple[Counts, int]:
 
 def add_params(graph: Graph) -> None:
     """Parameter counts per call (own, and with children), while the modules are still alive."""
-    modules: dict[int, nn.Module] = {}
-    of_calls = [call.module for call in graph.calls]
-    for module in of_calls:
-        if module is not None:
-            modules.setdefault(id(module), module)
+    of_calls = [None if call._module is None else call._module() for call in graph.calls]  # .module, inline
+    modules = {id(module): module for module in of_calls if module is not None}  # each once, first call first
     counts, total = count_params(list(modules.values()))
     for call, module in zip(graph.calls, of_calls, strict=True):
         if module is not None:

@@ -352,19 +352,19 @@ class Recorder:
             handle.remove()
         self._late_hooks.clear()
         del self.stack[1:]
+        counts = self._counts
         for call, key in zip(graph.calls, self._call_keys, strict=True):
-            call.repeat = self._counts[key]
+            n = counts[key]
+            if n != 1:  # 1 by default
+                call.repeat = n
         add_params(graph)
         tops = [c for c in graph.root.children if isinstance(c, Call)]
-        self.builder.set_graph_io([r for r in self.tracker.external if r.kind == "input"],
-                                  [r for c in tops for r in c.outputs])
+        self.builder.set_graph_io(self.tracker.inputs, [r for c in tops for r in c.outputs])
         add_dataflow_inputs(graph, self._starts)
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
-            for op, src in zip(graph.ops, table.resolve_all(self._sites), strict=True):
-                op.source = src
-            for call, src in zip(graph.calls, table.resolve_all(self._call_sites), strict=True):
-                call.source = src
+            table.assign(graph.ops, self._sites)
+            table.assign(graph.calls, self._call_sites)
         self.tracker.close()
         self.names.clear()
         self._pending.clear()

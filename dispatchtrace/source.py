@@ -5,8 +5,10 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import CodeType
+from typing import Any
 
 import torch
 
@@ -59,35 +61,33 @@ def user_site(skip: int = 1) -> Site | None:
     return None
 
 
-class SourceTable:
-    """Turns recorded sites into ``Source`` records, one per distinct site."""
+_sources: dict[Site, Source] = {}
+"""The ``Source`` of every site resolved so far: a site's code is held in ``_user_code`` (its id never
+reused), so its line and text are the same in every capture, found once per process."""
 
-    def __init__(self) -> None:
-        self._cache: dict[Site, Source] = {}
+
+class SourceTable:
+    """Turns recorded sites into ``Source`` records, one per distinct site (kept for the process)."""
 
     def resolve(self, site: Site | None) -> Source | None:
         if site is None:
             return None
-        src = self._cache.get(site)
+        src = _sources.get(site)
         if src is None:
             key, lasti = site
             code = _user_code[key]
             line = _line(code, lasti)
             text = linecache.getline(code.co_filename, line).strip() if line is not None else ""
-            src = self._cache[site] = Source(code.co_filename, line, code.co_qualname, text)
+            src = _sources[site] = Source(code.co_filename, line, code.co_qualname, text)
         return src
 
-    def resolve_all(self, sites: list[Site | None]) -> list[Source | None]:
-        """``[resolve(site) for site in sites]``, one call for a whole capture's sites."""
-        cache = self._cache
-        out: list[Source | None] = []
-        for site in sites:
-            if site is None:
-                out.append(None)
-                continue
-            src = cache.get(site)
-            out.append(src if src is not None else self.resolve(site))
-        return out
+    def assign(self, records: Sequence[Any], sites: list[Site | None]) -> None:
+        """``record.source = resolve(site)`` for each record and its site, in one pass over a capture's ops or calls."""
+        get = _sources.get
+        for record, site in zip(records, sites, strict=True):
+            if site is not None:
+                src = get(site)
+                record.source = src if src is not None else self.resolve(site)
 
 
 def _line(code: CodeType, lasti: int) -> int | None:

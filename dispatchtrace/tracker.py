@@ -40,7 +40,7 @@ class StorageState:
 
     __slots__ = ("sid", "obj", "key", "version", "writes")
 
-    def __init__(self, sid: int, obj: weakref.ref[Any] | None, key: int | None = None) -> None:
+    def __init__(self, sid: int, obj: weakref.ref[Any] | None = None, key: int | None = None) -> None:
         self.sid = sid
         self.obj = obj
         self.key = key
@@ -142,7 +142,8 @@ class Tracker:
         self._next_ref = 0
         self._next_sid = 0
         self._shapes: dict[tuple[int | str, ...], tuple[int | str, ...]] = {}
-        self.external: list[TensorRef] = []
+        self.inputs: list[TensorRef] = []
+        """The refs first seen of kind ``input`` (the graph's inputs), in the order seen."""
 
     def close(self) -> None:
         """Forget every tensor and storage; the refs already handed out stay valid. A second call does nothing."""
@@ -169,7 +170,7 @@ class Tracker:
             st = t.untyped_storage()
         except Exception:  # tensors without storage (sparse, some subclasses): one per object
             self._next_sid += 1
-            return StorageState(self._next_sid - 1, None)
+            return StorageState(self._next_sid - 1)
         cdata = st._cdata
         state = self._storages.get(cdata)
         if state is None or state.obj() is not st:  # not seen, or a dead storage's address reused
@@ -205,7 +206,8 @@ class Tracker:
                          slot)
 
     def known(self, t: Tensor) -> TensorState:
-        """The state of ``t`` as last recorded (its ref not refreshed); first sight makes an external ref."""
+        """The state of ``t`` as last recorded (its ref not refreshed); first sight makes an external ref
+        (no producer), of the kind and name ``named`` or ``namer`` gives."""
         s = self._tensors.get(id(t))
         if s is not None and s() is t:
             return s
@@ -216,7 +218,8 @@ class Tracker:
         else:
             kind, name = self._namer(t)
         ref = self._new_ref(t, storage, None, kind, name)  # type: ignore[arg-type]
-        self.external.append(ref)
+        if kind == "input":
+            self.inputs.append(ref)
         s = self._tensors[id(t)] = TensorState(t)
         s.ref, s.storage, s.born = ref, storage, storage.version
         return s

@@ -30,7 +30,7 @@ def test_first_sight_names_an_external_tensor_once() -> None:
     ref = tracker.ref_of(x)
     assert (ref.kind, ref.name, ref.producer, ref.version, ref.shape, ref.dtype) == ("input", "x0", None, 0, (2, 3), "float32")
     assert tracker.ref_of(x) is ref and tracker.known(x).ref is ref
-    assert seen == [x] and tracker.external == [ref]
+    assert seen == [x] and tracker.inputs == [ref]  # an input: a graph input
 
 
 def test_views_share_their_bases_storage_and_others_do_not() -> None:
