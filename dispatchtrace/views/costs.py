@@ -178,6 +178,13 @@ def op_cost(op: Op) -> OpCost:
     return OpCost(op_flops(op), total, sizes)
 
 
+def _no_flops(target: str) -> bool:
+    """Whether ``op_flops`` gives ``None`` for every op of ``target``, whatever its arguments: torch
+    does not know it, or it has no formula (in the registry now) and no decomposition."""
+    overload = overload_of(target)
+    return overload is None or (_registry().get(overload.overloadpacket) is None and not _decomposable(overload))
+
+
 def cost_key(op: Op) -> Any:
     """Everything ``op_cost`` reads of ``op``: its target, every argument (tensors by shape, dtype
     and device; other values by type and value, floats by ``repr`` so ``-0.0`` is not ``0.0``) and
@@ -240,6 +247,9 @@ class Costs:
         self._ops: dict[int, OpCost] = {}
         self._calls: dict[int, CallCost] = {}
         self._by_key: dict[Any, OpCost] = {}
+        self._plain: dict[str, bool] = {}  # target -> its ops have no FLOP formula and no decomposition
+        self._by_sizes: dict[tuple[int | None, ...], OpCost] = {}  # their costs, by output sizes
+        self._unsized: set[int] = set()  # ids of the calls an unsized write is inside (``sized``)
         # a phase view (``views.phases``) asks its capture's costs for each op it copies
         self._shared, self._source = shared, getattr(graph, "source_op", None)
 
@@ -254,7 +264,17 @@ class Costs:
         return cost
 
     def _cost(self, op: Op) -> OpCost:
-        """``op_cost(op)``, computed once per distinct ``cost_key``."""
+        """``op_cost(op)``, computed once per distinct ``cost_key``; an op whose target has no FLOP
+        formula and no decomposition costs its output bytes only, found by their sizes without a key."""
+        plain = self._plain.get(op.target)
+        if plain is None:
+            plain = self._plain[op.target] = _no_flops(op.target)
+        if plain:
+            sizes = tuple([tensor_bytes(r) for r in op.outputs])
+            cost = self._by_sizes.get(sizes)
+            if cost is None:
+                cost = self._by_sizes[sizes] = OpCost(None, None if None in sizes else sum(sizes), sizes)  # type: ignore[arg-type]
+            return cost
         key = cost_key(op)
         try:
             cost = self._by_key.get(key)
@@ -276,20 +296,36 @@ class Costs:
 
         flops = self_flops = None
         nbytes = self_bytes = 0
+        unsized, known, seen = self._unsized, self._ops.get, False
         for child in call.children:
             if isinstance(child, CallType):
                 sub = self.call(child)
-                flops = _add(flops, sub.flops)
+                if sub.flops is not None:
+                    flops = sub.flops if flops is None else flops + sub.flops
                 nbytes += sub.bytes
+                seen = seen or id(child) in unsized
             else:
-                c = self.op(child)
-                self_flops = _add(self_flops, c.flops)
+                c = known(id(child)) or self.op(child)
+                if c.flops is not None:
+                    self_flops = c.flops if self_flops is None else self_flops + c.flops
                 if not child.is_view:
-                    self_bytes += sum(s for s in c.output_bytes if s is not None)
+                    if c.bytes is not None:
+                        self_bytes += c.bytes
+                    else:
+                        self_bytes += sum(s for s in c.output_bytes if s is not None)
+                        seen = True
+        if seen:
+            unsized.add(id(call))
         outs = [tensor_bytes(r) for r in (self._outputs if call.parent is None else call.outputs)]
         out_bytes = None if any(s is None for s in outs) else sum(outs)  # type: ignore[misc]
         params, own = call.params, call.self_params
         return CallCost(_add(flops, self_flops), self_flops, nbytes + self_bytes, self_bytes, out_bytes, params, own)
+
+    def sized(self, call: Call) -> bool:
+        """Whether every tensor an op (not a view) inside ``call`` wrote has a known size, so that
+        ``call(call).bytes`` is exact (a symbolic shape makes it unknown)."""
+        self.call(call)
+        return id(call) not in self._unsized
 
     @property
     def total(self) -> CallCost:

@@ -186,7 +186,6 @@ def summary(graph: Graph, depth: Depth = "all", *, phase: PhaseView = "forward")
     c = costs(view)
     training = has_training(graph)
     split = _Split(graph) if training else None
-    unsized = _unsized(c, view.root)
     rows = []
     for call in view.calls:
         if isinstance(depth, int) and call.depth > depth:
@@ -196,12 +195,12 @@ def summary(graph: Graph, depth: Depth = "all", *, phase: PhaseView = "forward")
         trainable, frozen = trainable_frozen(module)
         more = split.of(_original(view, call)) if split is not None else (None, None, None)
         rows.append(Row(call.label, call.path, call.index, call.type, call.depth, _shape(call),
-                        cost.params, cost.flops, cost.output_bytes, None if id(call) in unsized else cost.bytes,
+                        cost.params, cost.flops, cost.output_bytes, cost.bytes if c.sized(call) else None,
                         _inputs(call.inputs), trainable, frozen, attributes(module), *more))
     t = c.total
     trainable, frozen = _total_trainable(view)
     more = split.of(graph.root) if split is not None else (None, None, None)
-    written = None if id(view.root) in unsized else t.bytes
+    written = t.bytes if c.sized(view.root) else None
     total = Row("Total", "", 0, "", -1, "", t.params, t.flops, t.output_bytes, written,
                 _inputs(view.inputs), trainable, frozen, None, *more)
     return Summary(rows, total, training=training)
@@ -225,28 +224,6 @@ class _Split:
 
     def of(self, call: Call) -> tuple[int | None, int | None, int | None]:
         return self.flops[0].get(call), self.flops[1].get(call), self.memory.call(call).saved
-
-
-def _unsized(c: Any, root: Call) -> set[int]:
-    """Ids of the calls inside which an op (not a view) wrote a tensor whose size is unknown (a
-    symbolic shape): their ``Written`` bytes are unknown. One walk below ``root``."""
-    from ..graph import Call as CallType
-
-    found: set[int] = set()
-
-    def visit(call: Call) -> bool:
-        unknown = False
-        for child in call.children:
-            if isinstance(child, CallType):
-                unknown = visit(child) or unknown
-            elif not child.is_view and None in c.op(child).output_bytes:
-                unknown = True
-        if unknown:
-            found.add(id(call))
-        return unknown
-
-    visit(root)
-    return found
 
 
 def _total_trainable(graph: Graph) -> tuple[int | None, int | None]:
