@@ -255,33 +255,34 @@ class Costs:
 
     def op(self, op: Op) -> OpCost:
         """The cost of one op."""
-        cost = self._ops.get(id(op))
-        if cost is None:
-            if self._shared is not None and self._source is not None:
-                cost = self._ops[id(op)] = self._shared.op(self._source[op])
-            else:
-                cost = self._ops[id(op)] = self._cost(op)
-        return cost
+        return self._ops.get(id(op)) or self._cost(op)
 
     def _cost(self, op: Op) -> OpCost:
-        """``op_cost(op)``, computed once per distinct ``cost_key``; an op whose target has no FLOP
-        formula and no decomposition costs its output bytes only, found by their sizes without a key."""
+        """``op_cost(op)``, computed once per distinct ``cost_key`` and kept for ``op``; an op whose
+        target has no FLOP formula and no decomposition costs its output bytes only, found by their
+        sizes without a key."""
+        if self._shared is not None and self._source is not None:
+            cost = self._ops[id(op)] = self._shared.op(self._source[op])
+            return cost
         plain = self._plain.get(op.target)
         if plain is None:
             plain = self._plain[op.target] = _no_flops(op.target)
         if plain:
-            sizes = tuple([tensor_bytes(r) for r in op.outputs])
+            sizes = tuple([None if (n := r.numel) is None or (size := itemsize(r.dtype)) is None else n * size
+                           for r in op.outputs])  # tensor_bytes, inline
             cost = self._by_sizes.get(sizes)
             if cost is None:
                 cost = self._by_sizes[sizes] = OpCost(None, None if None in sizes else sum(sizes), sizes)  # type: ignore[arg-type]
-            return cost
-        key = cost_key(op)
-        try:
-            cost = self._by_key.get(key)
-        except TypeError:  # an unhashable argument
-            return op_cost(op)
-        if cost is None:
-            cost = self._by_key[key] = op_cost(op)
+        else:
+            key = cost_key(op)
+            try:
+                cost = self._by_key.get(key)
+            except TypeError:  # an unhashable argument
+                cost = op_cost(op)
+            else:
+                if cost is None:
+                    cost = self._by_key[key] = op_cost(op)
+        self._ops[id(op)] = cost
         return cost
 
     def call(self, call: Call) -> CallCost:
@@ -305,7 +306,7 @@ class Costs:
                 nbytes += sub.bytes
                 seen = seen or id(child) in unsized
             else:
-                c = known(id(child)) or self.op(child)
+                c = known(id(child)) or self._cost(child)
                 if c.flops is not None:
                     self_flops = c.flops if self_flops is None else self_flops + c.flops
                 if not child.is_view:
