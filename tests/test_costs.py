@@ -304,3 +304,31 @@ def test_cost_keys_tell_apart_what_a_formula_can_read() -> None:
         x * 2, y * 2  # noqa: B018
     first, second = (op for op in again.ops if op.target == "aten.mul.Tensor")
     assert cost_key(first) == cost_key(second) == keys[0]  # other tensors of the same shape, dtype, device
+
+
+def test_ops_without_a_formula_cost_their_bytes_and_an_unsized_write_marks_every_call_around_it(tmp_path) -> None:
+    model = nn.Sequential(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+    with dt.capture(model) as g:
+        model(torch.ones(3, 4)).view(12)
+    g.save(tmp_path / "t.json")
+    loaded = dt.load(tmp_path / "t.json")
+    c = costs(loaded)
+    for op in loaded.ops:  # relu and view have no formula and no decomposition: bytes only, as op_cost says
+        assert c.op(op) == op_cost(op), op
+    assert [c.op(op).flops for op in loaded.ops if op.name.startswith("relu")] == [None, None]
+    assert all(c.sized(call) for call in [loaded.root, *loaded.calls])
+    fresh = dt.load(tmp_path / "t.json")
+    relu = fresh.find_ops("aten::relu")[0]
+    relu.outputs[0].shape = ("s0", 4)
+    view = fresh.find_ops("aten::view")[0]
+    view.outputs[0].shape = ("s1",)  # a view writes nothing: its size does not matter
+    c = costs(fresh)
+    assert c.op(relu).bytes is None and c.op(relu).output_bytes == (None,)
+    around, call = [], relu.call  # the relu's call (the first ReLU) and every call it runs inside
+    while call is not None:
+        around.insert(0, call)
+        call = call.parent
+    assert len(around) == 4 and around[-1].label == "0.1"
+    assert [call for call in [fresh.root, *fresh.calls] if not c.sized(call)] == around
+    # the known sizes still count: the first block wrote its linear's output (t is a view) and an unknown
+    assert c.call(around[-1]).bytes == 0 and c.call(around[-2]).bytes == c.op(fresh.find_ops("aten::addmm")[0]).bytes > 0
