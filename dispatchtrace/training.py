@@ -39,7 +39,7 @@ import torch.nn as nn
 from torch.autograd.graph import Node
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from .autograd import accumulated, graph_task, is_python_function, running_node
+from .autograd import accumulated, graph_task, is_python_function, running_node, tag
 from .builder import GraphBuilder
 from .graph import Call, Op, Phase
 from .recorder import Recorder
@@ -131,17 +131,18 @@ class Phases:
         origin: Call | None = None
         grad_of: Op | None = None
         param: str | None = None
-        tag = node.metadata.get(self.key) if node is not None else None
         if self._recomputing:
             phase, origin = "recompute", self._recomputing[-1].call
         elif node is not None:
             leaf = accumulated(node)
             if leaf is not None:
                 param = self._leaf_name(leaf)
-            elif tag is not None:
-                origin, grad_of = tag
-                if type(node).__name__ == _CHECKPOINT:
-                    phase, grad_of = "recompute", None
+            else:
+                made = tag(node, self.key)
+                if made is not None:
+                    origin, grad_of = made
+                    if type(node).__name__ == _CHECKPOINT:
+                        phase, grad_of = "recompute", None
         recorder = self.recorder
         before = recorder.phase
         recorder.phase = phase
@@ -162,7 +163,7 @@ class Phases:
         if graph_task() == -1:
             return False
         node = running_node()
-        return node is not None and self.key in node.metadata
+        return node is not None and tag(node, self.key) is not None
 
     def recompute_enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         """A module call made while autograd runs backward (``scope.Scope``'s ``recompute`` hooks)."""
@@ -190,9 +191,9 @@ class Phases:
                     frame.used.add(id(call))
                     return call
         node = running_node()
-        tag = node.metadata.get(self.key) if node is not None else None
-        if tag is not None:
-            origin, op = tag
+        made = tag(node, self.key) if node is not None else None
+        if made is not None:
+            origin, op = made
             start = op.call if op is not None else origin
             at = start
             while at is not None:
