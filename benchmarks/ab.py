@@ -71,10 +71,6 @@ def row_model(row: str) -> tuple[torch.nn.Module, torch.Tensor]:
 def capture_row(row: str, packages: dict[str, ModuleType], repeat: int) -> str:
     model, x = row_model(row)
 
-    def empty() -> None:
-        with overhead.EmptyMode():
-            model(x)
-
     def captured(pkg: ModuleType) -> Callable[[], Any]:
         def run() -> Any:
             with pkg.capture(model) as g:
@@ -82,7 +78,7 @@ def capture_row(row: str, packages: dict[str, ModuleType], repeat: int) -> str:
             return g
         return run
 
-    fns = {"empty": empty, **{k: captured(p) for k, p in packages.items()}}
+    fns = {"empty": overhead.variants(model, x)["empty"], **{k: captured(p) for k, p in packages.items()}}
     with torch.no_grad():
         n = len(fns["new"]().ops)
         med = overhead.interleaved(fns, repeat)
