@@ -60,6 +60,7 @@ class Recorder:
         self._starts: dict[Call, int] = {}  # each call's first op index (the ops issued inside it come next)
         self._name_counts: defaultdict[str, int] = defaultdict(int)  # read by subscript: no call per op
         self._pending: dict[int, str] = {}
+        self._int_lists: dict[tuple[int, ...], list[int]] = {}  # each distinct int list argument, once
         self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
         self._n_constants = 0
@@ -226,6 +227,7 @@ class Recorder:
         live = self._live
         read = self._read
         known = self._known
+        int_lists = self._int_lists
         rargs = list(args)  # plain values stay where they are; the others are replaced
         i = -1
         for a in args:
@@ -245,12 +247,23 @@ class Recorder:
                     producers[ref.producer] = None
                 rargs[i] = ref
             elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
+                ints = True
                 for v in a:
-                    if type(v) not in _PLAIN:
-                        rargs[i] = map_leaves(a, read)
-                        break
+                    t = type(v)
+                    if t is not int:
+                        if t not in _PLAIN:
+                            rargs[i] = map_leaves(a, read)
+                            break
+                        ints = False
                 else:
-                    rargs[i] = a[:]
+                    if ints:  # equal int lists are one list per capture (ops are read-only)
+                        key = tuple(a)
+                        lst = int_lists.get(key)
+                        if lst is None:
+                            lst = int_lists[key] = a[:]
+                        rargs[i] = lst
+                    else:
+                        rargs[i] = a[:]
             else:
                 rargs[i] = map_leaves(a, read)
         rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
@@ -262,8 +275,21 @@ class Recorder:
         counts = self._name_counts
         n = counts[base]
         counts[base] = n + 1
+        # Tuples shared, not made again (ops are read-only): args that are all tensors are the inputs; one
+        # input read as its producer returned it is that producer's outputs (a comparison, not a call).
+        shared = recorded if inputs == rargs else None
+        if len(inputs) == 1:
+            p = inputs[0].producer
+            if p is not None:
+                outs = p.outputs
+                if outs and outs[0] is inputs[0] and outs[-1] is inputs[0]:  # just this ref (outputs are distinct)
+                    if shared is not None:
+                        recorded = outs
+                    shared = outs
+        if shared is None:
+            shared = tuple(inputs)
         op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
-                                 tuple(inputs), tuple(producers), phase=self.phase)
+                                 shared, tuple(producers), phase=self.phase)
         if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
             self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
         if info.self_only and args and out is args[0] and isinstance(out, Tensor):  # relu_, add_: wrote itself, returned
@@ -368,6 +394,7 @@ class Recorder:
         self.tracker.close()
         self.names.clear()
         self._pending.clear()
+        self._int_lists.clear()
         return self.builder.finish(error)
 
 

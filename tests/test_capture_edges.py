@@ -237,6 +237,32 @@ def test_the_capture_holds_no_tensor_data() -> None:
     assert ref_model() is None and g.calls[0].module is None
 
 
+class _Chain(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x)
+        z = torch.sigmoid(y)
+        up = torch.ops.aten.upsample_nearest2d.vec(z, None, [2.0, 2.0])
+        return torch.ops.aten.view(up, [4, 4]) + torch.ops.aten.view(z, [2, 2]).sum() + y.view(2, 2).sum()
+
+
+def test_the_graph_shares_its_read_only_tuples_and_int_lists() -> None:
+    """Ops are read-only, so capture makes no second copy of what one op already holds: args that are
+    all tensors are the inputs tuple, one input read as its producer returned it is the producer's
+    outputs tuple, equal int lists are one list."""
+    model, x = _Chain(), torch.randn(1, 1, 2, 2)
+    with dt.capture(model) as g:
+        model(x)
+    relu, sigmoid, up, view4, view2, view2b = (g.ops[i] for i in (0, 1, 2, 3, 4, 7))
+    assert (relu.short, sigmoid.short, up.short, view4.short, view2.short, view2b.short) == (
+        "aten::relu", "aten::sigmoid", "aten::upsample_nearest2d", "aten::view", "aten::view", "aten::view")
+    assert relu.args is relu.inputs
+    assert sigmoid.inputs is relu.outputs and sigmoid.args is relu.outputs
+    assert up.inputs is sigmoid.outputs and up.args is not up.inputs
+    assert view2.args[1] == [2, 2] and view2.args[1] is view2b.args[1] and view4.args[1] is not view2.args[1]
+    assert all(type(v) is int for v in view2.args[1])
+    g.lint()
+
+
 def test_two_captures_of_the_same_model_print_the_same() -> None:
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(inplace=True), nn.Flatten(), nn.LazyLinear(2))
     x = torch.randn(1, 3, 8, 8)
