@@ -60,7 +60,7 @@ class GraphBuilder:
         Its outputs are set next with ``set_outputs`` (their refs name this op as producer).
         """
         ops = self._ops
-        op = Op(len(ops), name, target, call, args, kwargs, inputs, (), (), False, producers, self._users, phase)
+        op = Op(len(ops), name, target, call, args, kwargs, inputs, (), False, producers, self._users, phase)
         ops.append(op)
         call.ops.append(op)
         call.children.append(op)
@@ -76,7 +76,8 @@ class GraphBuilder:
                     is_view: bool = False) -> None:
         """What ``op`` returned, the refs it wrote (after the write), and whether it is a view."""
         op.outputs = outputs
-        op.mutated = mutated
+        if mutated or op.mutated:
+            op.mutated = mutated
         op.is_view = is_view
 
     @staticmethod
@@ -86,9 +87,8 @@ class GraphBuilder:
         (``origin``), the forward op whose autograd node ran it (``grad_of``), the parameter whose
         gradient it accumulates (``param``)."""
         op.phase = phase
-        op.origin = origin
-        op.grad_of = grad_of
-        op.param = param
+        if origin is not None or grad_of is not None or param is not None or op._rare is not None:
+            op._set(origin=origin, grad_of=grad_of, param=param)  # one record for the three
 
     @staticmethod
     def set_call_inputs(call: Call, refs: Iterable[TensorRef]) -> None:

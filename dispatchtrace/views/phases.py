@@ -189,8 +189,8 @@ class _Builder:
                 new.children.append(sub)
                 self._fill(child, kids)
             else:
-                op = replace(child, index=len(self.view.ops), call=new, _users=(),
-                             origin=self.copy.get(child.origin) if child.origin is not None else None)
+                op = replace(child, index=len(self.view.ops), call=new, _users=())
+                op.origin = self.copy.get(child.origin) if child.origin is not None else None
                 self.new_op[child] = op
                 self.view.source_op[op] = child
                 self.view.ops.append(op)
