@@ -76,7 +76,7 @@ class GraphBuilder:
                     is_view: bool = False) -> None:
         """What ``op`` returned, the refs it wrote (after the write), and whether it is a view."""
         op.outputs = outputs
-        if mutated or op.mutated:
+        if mutated or op._rare is not None:  # a rare field: most ops have none (no property read per op)
             op.mutated = mutated
         op.is_view = is_view
 

@@ -90,7 +90,9 @@ class Op:
 
     @mutated.setter
     def mutated(self, value: tuple[TensorRef, ...]) -> None:
-        if value or self._rare is not None:
+        if self._rare is None:  # the one rare field capture sets often (in-place ops): no merge to do
+            self._rare = _Rare(value) if value else None
+        else:
             self._set(mutated=value)
 
     @property
