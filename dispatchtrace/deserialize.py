@@ -96,8 +96,8 @@ class _Loader:
         # ops are read-only: equal values are loaded as one object, shared (as capture shares them)
         self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one tuple per distinct shape
         self.lists: dict[tuple[int, ...], list[int]] = {}  # one list per distinct int list in args
-        self._text = {}.setdefault  # one str per distinct target
-        self.texts: dict[tuple[Any, Any, Any], tuple[Any, Any, Any]] = {}  # one (dtype, device, kind) per distinct one
+        self._text = {}.setdefault  # one str per distinct target, dtype, device, kind
+        self.texts: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # one (dtype, device, kind) per distinct one
         self.extras: list[tuple[Op, dict[str, Any]]] = []  # the ops whose row has the optional object, with it
         self.alone: dict[int, tuple[TensorRef]] = {}  # ref id -> the (ref,) of ops that read (or return) it alone
         self.made: list[tuple[Any] | None] = [None] * len(self.op_entries)  # op index -> the (op,) of ops it alone
@@ -257,14 +257,19 @@ class _Loader:
         if producer is not None and not 0 <= producer <= self.at:
             raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
                               f"a tensor is used only after the op that produced it")
-        shape, texts = tuple(shape), (dtype, device, kind)
-        try:  # one str each per distinct (dtype, device, kind)
-            dtype, device, kind = self.texts.setdefault(texts, texts)
-        except TypeError:  # an unhashable value (a damaged file): kept as read, for lint or a view to name
-            pass
+        shape = tuple(shape)
+        if type(dtype) is str and type(device) is str and type(kind) is str:  # else (a damaged file) kept as read
+            texts = (dtype, device, kind)  # one str per distinct dtype, device, kind; one lookup for the three
+            dtype, device, kind = self.texts.get(texts) or self._texts(texts)
         ref = self.refs[rid] = TensorRef(rid, self.shapes.setdefault(shape, shape), dtype, device, storage, version,
                                          None if producer is None else self.graph.ops[producer], kind, name, slot)
         return ref
+
+    def _texts(self, texts: tuple[str, str, str]) -> tuple[str, str, str]:
+        """A new ``(dtype, device, kind)``, each str the one already met where it was."""
+        text = self._text
+        shared = self.texts[texts] = (text(texts[0], texts[0]), text(texts[1], texts[1]), text(texts[2], texts[2]))
+        return shared
 
     def _refs(self, ids: list[int]) -> list[TensorRef]:
         known = self.refs.get
