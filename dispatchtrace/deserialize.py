@@ -100,8 +100,7 @@ class _Loader:
         self.texts: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # one (dtype, device, kind) per distinct one
         self.extras: list[tuple[Op, dict[str, Any]]] = []  # the ops whose row has the optional object, with it
         self.alone: dict[int, tuple[TensorRef]] = {}  # ref id -> the (ref,) of ops that read (or return) it alone
-        self.made: list[tuple[Any] | None] = [None] * len(self.op_entries)  # op index -> the (op,) of ops it alone
-        # produced for
+        self.made: list[tuple[Op] | None] = [None] * len(self.op_entries)  # op index -> (op,), once it is a lone producer
         self.at = -1  # the op being loaded; every op after it is yet to come
 
     def build(self) -> Graph:
@@ -299,7 +298,6 @@ class _Loader:
 
 
 _PLAIN = len(OP_FIELDS)  # an op row's fixed fields; an object of the optional ones may follow
-_NO_EXTRA: dict[str, Any] = {}
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op without any: one dict, not one each (ops are read-only)
 
 
