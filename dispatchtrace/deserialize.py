@@ -9,7 +9,7 @@ from typing import Any
 
 from .builder import GraphBuilder
 from .collector import Paused
-from .graph import Call, Graph, Saved
+from .graph import Call, Graph, Op, Saved
 from .jsonvalues import FORMAT, OLDEST, OP_EXTRA, OP_FIELDS, VERSION, FormatError, _unrecord, _unvalue
 from .lint import LintError
 from .literals import Literal
@@ -93,7 +93,14 @@ class _Loader:
         self.sources = [_unrecord(r) for r in data["sources"]]
         self.rows = {row[0]: row for row in data["tensors"]}
         self.refs: dict[int, TensorRef] = {}
-        self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one tuple per distinct shape, shared by its refs
+        # ops are read-only: equal values are loaded as one object, shared (as capture shares them)
+        self.shapes: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one tuple per distinct shape
+        self.lists: dict[tuple[int, ...], list[int]] = {}  # one list per distinct int list in args
+        self._text = {}.setdefault  # one str per distinct target, dtype, device, kind
+        self.texts: dict[tuple[str, str, str], tuple[str, str, str]] = {}  # one (dtype, device, kind) per distinct one
+        self.extras: list[tuple[Op, dict[str, Any]]] = []  # the ops whose row has the optional object, with it
+        self.alone: dict[int, tuple[TensorRef]] = {}  # ref id -> the (ref,) of ops that read (or return) it alone
+        self.made: list[tuple[Op] | None] = [None] * len(self.op_entries)  # op index -> (op,), once it is a lone producer
         self.at = -1  # the op being loaded; every op after it is yet to come
 
     def build(self) -> Graph:
@@ -136,10 +143,7 @@ class _Loader:
     def _attribute(self) -> None:
         """Each op's ``origin``, ``grad_of`` and ``param`` (all calls and ops exist by now)."""
         calls, ops = self.calls, self.graph.ops
-        for op, o in zip(ops, self.op_entries, strict=True):
-            if len(o) == _PLAIN:
-                continue
-            extra = o[_PLAIN]
+        for op, extra in self.extras:
             origin, grad_of, param = extra.get("origin"), extra.get("grad_of"), extra.get("param")
             if origin is None and grad_of is None and param is None:
                 continue
@@ -174,34 +178,56 @@ class _Loader:
         return call
 
     def _add_op(self, call: Call, ci: int, ix: int) -> None:
-        o = self.op_entries[ix]
-        name, target, in_call, args, kwargs, inputs, outputs, mutated, is_view, producers, source = o[:_PLAIN]
-        extra = o[_PLAIN] if len(o) > _PLAIN else _NO_EXTRA
+        name, target, in_call, args, kwargs, inputs, outputs, mutated, is_view, producers, source, *extra = \
+            self.op_entries[ix]
         ops = self.graph.ops
-        n = self.at = len(ops)
+        n = self.at = self.at + 1  # len(ops): only this adds ops
         if ix != n:
             raise FormatError(f"op {ix} ({name}) runs as op {n} in the calls' children: ops must be listed "
                               f"in the order they ran (their index is their position in execution order)")
         if in_call != ci:
             raise FormatError(f"op {ix} ({name}) says it ran in call {in_call}, but is a child of call {ci}")
-        if producers and not (0 <= min(producers) and max(producers) < n):
+        one = type(producers) is list and len(producers) == 1
+        if one:
+            p = producers[0]
+            if not 0 <= p < n:
+                raise FormatError(f"op {ix} ({name}) lists op {p} as a producer, which did not run before "
+                                  f"it: every op's producers precede it")
+        elif producers and not (0 <= min(producers) and max(producers) < n):
             p = next(p for p in producers if not 0 <= p < n)
             raise FormatError(f"op {ix} ({name}) lists op {p} as a producer, which did not run before "
                               f"it: every op's producers precede it")
-        arg, known, ref = self._arg, self.refs.get, self._ref
-        args = tuple([a if type(a) is int or a is None else (known(a["$t"]) or ref(a["$t"]))  # _arg, inline
-                      if type(a) is dict and "$t" in a else arg(a) for a in args])
-        kwargs = {} if type(kwargs) is dict and not kwargs else {k: arg(v) for k, v in kwargs.items()}
-        refs = tuple([known(r) or ref(r) for r in inputs])
-        # an op whose args are exactly its inputs (mm(a, b)) shares the one tuple: one object fewer to track
-        op = self.builder.add_op(call, name, target, args, kwargs, args if refs == args else refs,
-                                 tuple([ops[p] for p in producers]), phase=extra.get("phase", "forward"))
-        self.builder.set_outputs(op, tuple([known(r) or ref(r) for r in outputs]),
-                                 tuple([known(r) or ref(r) for r in mutated]) if mutated else (), is_view)
+        known, new, alone = self.refs.get, self._new, self.alone
+        args = tuple([a if type(a) is int or a is None else (known(a["$t"]) or new(a["$t"]))  # _arg, inline
+                      if type(a) is dict and "$t" in a else self._ints(a) if type(a) is list else self._arg(a)
+                      for a in args])
+        kwargs = _NO_KWARGS if type(kwargs) is dict and not kwargs else {k: self._arg(v) for k, v in kwargs.items()}
+        if type(inputs) is list and len(inputs) == 1:  # one tuple per ref read alone, shared by every op that does
+            refs = alone.get(inputs[0]) or self._alone(inputs[0])
+        else:
+            refs = tuple([known(r) or new(r) for r in inputs])
+        if one:  # one tuple per producer, shared by every op it alone produced for
+            made = self.made[p]
+            if made is None:
+                made = self.made[p] = (ops[p],)
+        else:
+            made = tuple([ops[p] for p in producers])
+        if args == refs:  # an op whose args are exactly its inputs (mm(a, b)) shares the one tuple
+            args = refs
+        op = self.builder.add_op(call, name, self._text(target, target) if type(target) is str else target, args,
+                                 kwargs, refs, made, phase=extra[0].get("phase", "forward") if extra else "forward")
+        if type(outputs) is list and len(outputs) == 1:  # a new ref: its (ref,) is the one its lone readers share
+            r = outputs[0]
+            outs = alone[r] = (known(r) or new(r),)
+        else:
+            outs = tuple([known(r) or new(r) for r in outputs])
+        self.builder.set_outputs(op, outs, tuple([known(r) or new(r) for r in mutated]) if mutated else (), is_view)
         if source is not None:
             op.source = self.sources[source]
-        if extra is not _NO_EXTRA and extra.get("dtensor") is not None:
-            self.builder.set_dtensor(op, self.sources[extra["dtensor"]])
+        if extra:
+            self.extras.append((op, extra[0]))
+            if extra[0].get("dtensor") is not None:
+                self.builder.set_dtensor(op, self.sources[extra[0]["dtensor"]])
 
     def _finish_call(self, call: Call, c: dict[str, Any]) -> None:
         if c.get("source") is not None:
@@ -217,16 +243,32 @@ class _Loader:
 
     # ---- tensors ---------------------------------------------------------------------------------
     def _ref(self, rid: int) -> TensorRef:
-        ref = self.refs.get(rid)
-        if ref is None:
-            _, shape, dtype, device, storage, version, producer, kind, name, slot = self.rows[rid]
-            if producer is not None and not 0 <= producer <= self.at:
-                raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
-                                  f"a tensor is used only after the op that produced it")
-            shape = tuple(shape)
-            ref = self.refs[rid] = TensorRef(rid, self.shapes.setdefault(shape, shape), dtype, device, storage, version,
-                                             None if producer is None else self.graph.ops[producer], kind, name, slot)
+        return self.refs.get(rid) or self._new(rid)
+
+    def _alone(self, rid: int) -> tuple[TensorRef]:
+        """The one ``(ref,)`` of the ops that read or return only tensor ``rid``."""
+        refs = self.alone[rid] = (self.refs.get(rid) or self._new(rid),)
+        return refs
+
+    def _new(self, rid: int) -> TensorRef:
+        """The ref of tensor ``rid``, met for the first time."""
+        _, shape, dtype, device, storage, version, producer, kind, name, slot = self.rows[rid]
+        if producer is not None and not 0 <= producer <= self.at:
+            raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
+                              f"a tensor is used only after the op that produced it")
+        shape = tuple(shape)
+        if type(dtype) is str and type(device) is str and type(kind) is str:  # else (a damaged file) kept as read
+            texts = (dtype, device, kind)  # one str per distinct dtype, device, kind; one lookup for the three
+            dtype, device, kind = self.texts.get(texts) or self._texts(texts)
+        ref = self.refs[rid] = TensorRef(rid, self.shapes.setdefault(shape, shape), dtype, device, storage, version,
+                                         None if producer is None else self.graph.ops[producer], kind, name, slot)
         return ref
+
+    def _texts(self, texts: tuple[str, str, str]) -> tuple[str, str, str]:
+        """A new ``(dtype, device, kind)``, each str the one already met where it was."""
+        text = self._text
+        shared = self.texts[texts] = (text(texts[0], texts[0]), text(texts[1], texts[1]), text(texts[2], texts[2]))
+        return shared
 
     def _refs(self, ids: list[int]) -> list[TensorRef]:
         known = self.refs.get
@@ -234,6 +276,13 @@ class _Loader:
 
     def _unvalue(self, v: Any) -> Any:
         return _unvalue(v, self._ref)
+
+    def _ints(self, v: list[Any]) -> Any:
+        """``_arg(v)`` of a list: the one list of those ints where all are ints (``[1, 2048, 16384]``)."""
+        for x in v:
+            if type(x) is not int:
+                return self._arg(v)
+        return self.lists.setdefault(tuple(v), v)
 
     def _arg(self, v: Any) -> Any:
         """``_unvalue(v)``, the common cases first: a tensor, a plain value, a list of ints."""
@@ -249,11 +298,15 @@ class _Loader:
 
 
 _PLAIN = len(OP_FIELDS)  # an op row's fixed fields; an object of the optional ones may follow
-_NO_EXTRA: dict[str, Any] = {}
+_NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op without any: one dict, not one each (ops are read-only)
 
 
 def _rows(ops: list[Any]) -> list[list[Any]]:
     """Format 3's op rows, each checked for its shape (the fields' values are checked as they are read)."""
+    if type(ops) is list and set(map(type, ops)) <= {list}:  # the common case, without a call per row
+        sizes = set(map(len, ops))
+        if sizes <= {_PLAIN} or sizes <= {_PLAIN, _PLAIN + 1} and set(map(type, [o[-1] for o in ops if len(o) > _PLAIN])) <= {dict}:
+            return ops
     for i, o in enumerate(ops):
         if type(o) is not list or not _PLAIN <= len(o) <= _PLAIN + 1 or (len(o) > _PLAIN and type(o[_PLAIN]) is not dict):
             raise FormatError(f"op {i} is {type(o).__name__} {str(o)[:60]}, not a row [{', '.join(OP_FIELDS)}] "

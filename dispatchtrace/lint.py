@@ -109,7 +109,7 @@ def _check_calls(graph: Graph) -> None:
 
     def visit(call: Call) -> None:
         for child in call.children:
-            if not isinstance(child, Call):
+            if type(child) is Op or not isinstance(child, Call):  # (no call for the common child, an op)
                 continue
             if child.parent is not call:
                 _fail("calls", f"{child!r} is a child of {call!r} but says its parent is {child.parent!r}")
@@ -130,14 +130,16 @@ def _check_calls(graph: Graph) -> None:
 def _check_children(graph: Graph) -> None:
     ops = graph.ops
     for call in [graph.root, *graph.calls]:
-        own = [c for c in call.children if isinstance(c, Op)]
+        own = [c for c in call.children if type(c) is Op or isinstance(c, Op)]
         if len(own) != len(call.ops) or any(map(is_not, own, call.ops)):
             _fail("children", f"{call!r}.ops is not the list of its op children; a call's ops are its op children")
     met: list[Op] = []  # the ops walking the calls meets, depth first (one step per call, not per op and level)
 
     def visit(call: Call) -> None:
         for child in call.children:
-            if isinstance(child, Call):
+            if type(child) is Op:
+                met.append(child)
+            elif isinstance(child, Call):
                 visit(child)
             elif isinstance(child, Op):
                 met.append(child)
@@ -233,10 +235,11 @@ def _refs_in(values: Any, out: list[TensorRef]) -> list[TensorRef]:
     return out
 
 
-def _mentions(graph: Graph) -> list[tuple[Any, Any]]:
-    """Every ref the graph mentions, in groups ``(where, refs)``: ``where`` an op, a call or a name (``_at``)."""
+def _mentions(graph: Graph, *, ops: bool = True) -> list[tuple[Any, Any]]:
+    """Every ref the graph mentions, in groups ``(where, refs)``: ``where`` an op, a call or a name (``_at``);
+    ``ops=False``: all but the ops' (``_check_tensors`` walks those itself)."""
     out: list[tuple[Any, Any]] = []
-    for op in graph.ops:
+    for op in graph.ops if ops else ():
         out += ((op, op.inputs), (op, op.outputs), (op, op.mutated))
     for call in graph.calls:
         out += ((call, call.inputs), (call, call.outputs), (call, _refs_in((call.returned,), [])))
@@ -256,55 +259,73 @@ def _check_tensors(graph: Graph) -> None:
                 _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
                                  f"slot {slot}; an op's outputs are its own, by position")
     checked: set[TensorRef] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
-    for w, refs in _mentions(graph):  # (refs hash by identity)
+    seen, n = checked.add, len(ops)  # (refs hash by identity), in the order _mentions lists them
+    for op in ops:
+        for refs in (op.inputs, op.outputs, op.mutated):
+            for ref in refs:
+                if ref in checked:
+                    continue
+                seen(ref)
+                p = ref.producer
+                if p is not None and ref.kind in _KINDS and 0 <= p.index < n and ops[p.index] is p:
+                    try:  # the common case: the ref is its producer's output at its slot
+                        if p.outputs[ref.slot] is ref:
+                            continue
+                    except (IndexError, TypeError):
+                        pass
+                _check_ref(ref, op, ops)
+    for w, refs in _mentions(graph, ops=False):
         for ref in refs:
-            if ref in checked:
-                continue
-            checked.add(ref)
-            if ref.kind not in _KINDS:
-                _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
-            p = ref.producer
-            if p is None:
-                if ref.kind == "activation":
-                    _fail("tensors", f"{ref!r} in {_at(w)} is an activation without producer; activations "
-                                     f"come from ops")
-                continue
-            if not (0 <= p.index < len(ops) and ops[p.index] is p):
-                _fail("tensors", f"{ref!r} in {_at(w)} names %{p.name} as producer, which is not an op of this graph")
-            outs = p.outputs
-            if ref.slot >= len(outs):
-                _fail("tensors", f"{ref!r} in {_at(w)} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
-            out = outs[ref.slot]
-            if out is not ref and (out.storage != ref.storage or ref.version < out.version):
-                _fail("tensors", f"{ref!r} in {_at(w)} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later "
-                                 f"version of it; a tensor ref is its producer's output at its slot, or that tensor "
-                                 f"after a write")
+            if ref not in checked:
+                seen(ref)
+                _check_ref(ref, w, ops)
+
+
+def _check_ref(ref: TensorRef, w: Any, ops: list[Op]) -> None:
+    """Invariant 7 for one ref, first mentioned in ``w``."""
+    if ref.kind not in _KINDS:
+        _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
+    p = ref.producer
+    if p is None:
+        if ref.kind == "activation":
+            _fail("tensors", f"{ref!r} in {_at(w)} is an activation without producer; activations come from ops")
+        return
+    if not (0 <= p.index < len(ops) and ops[p.index] is p):
+        _fail("tensors", f"{ref!r} in {_at(w)} names %{p.name} as producer, which is not an op of this graph")
+    outs = p.outputs
+    if ref.slot >= len(outs):
+        _fail("tensors", f"{ref!r} in {_at(w)} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
+    out = outs[ref.slot]
+    if out is not ref and (out.storage != ref.storage or ref.version < out.version):
+        _fail("tensors", f"{ref!r} in {_at(w)} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later "
+                         f"version of it; a tensor ref is its producer's output at its slot, or that tensor "
+                         f"after a write")
 
 
 def _check_versions(graph: Graph) -> None:
-    latest: dict[int, int] = {}
-    seen = latest.get
+    latest: dict[int, int] = {}  # (``in`` and ``[]``, not ``get``: no call per ref)
     for op in graph.ops:
         read: dict[int, int] = {}  # storage -> the latest version the op reads
         for ref in op.inputs:
             s, v = ref.storage, ref.version
-            if v < seen(s, -1):
+            if v < (latest[s] if s in latest else -1):
                 _older(op, ref, "input", latest)
             latest[s] = v
-            r = read.get(s, -1)
+            r = read[s] if s in read else -1
             read[s] = v if v > r else r
         mutated = op.mutated
         for ref in mutated:
-            if ref.version < seen(ref.storage, -1):
+            s = ref.storage
+            if ref.version < (latest[s] if s in latest else -1):
                 _older(op, ref, "written tensor", latest)
-            latest[ref.storage] = ref.version
-            if ref.storage in read and ref.version <= read[ref.storage]:
+            latest[s] = ref.version
+            if s in read and ref.version <= read[s]:
                 _fail("mutated", f"{_op(op)} writes {ref!r} but its version is not later than the version it read "
-                                 f"({read[ref.storage]}); a write makes a new version")
+                                 f"({read[s]}); a write makes a new version")
         shares = False  # an output shares an input's storage
         for ref in op.outputs:
             s, v = ref.storage, ref.version
-            if v < seen(s, -1):
+            if v < (latest[s] if s in latest else -1):
                 _older(op, ref, "output", latest)
             latest[s] = v
             shares = shares or s in read

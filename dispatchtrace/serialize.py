@@ -51,14 +51,13 @@ class _Tables:
 
     def value(self, v: Any) -> Any:
         """An argument as JSON (``_value``), each ref inside it noted for the ``tensors`` table."""
-        t = type(v)
-        if t is TensorRef or isinstance(v, TensorRef):
-            self.refs.setdefault(v.id, v)
-            return {"$t": v.id}
+        t = type(v)  # (the plain types first: none of them is a TensorRef)
         if t is int or t is str or t is bool or v is None:
             return v
         if t is list:
             return [x if type(x) is int else self.value(x) for x in v]
+        if t is TensorRef or (t is not tuple and t is not dict and isinstance(v, TensorRef)):
+            return {"$t": self.refs.setdefault(v.id, v).id}
         if t is tuple:
             return {"$tuple": [self.value(x) for x in v]}
         if t is dict:
@@ -79,35 +78,59 @@ class _Tables:
         return ix
 
 
-def _op_entry(op: Op, call_ix: dict[int, int], t: _Tables) -> list[Any]:
-    """One op as a row (``OP_FIELDS``): ``[name, target, call, args, kwargs, inputs, outputs, mutated,
-    is_view, producers, source]``, then ``{phase, origin, grad_of, param, dtensor}`` where any is set."""
-    value, ids, kwargs, mutated = t.value, t.ids, op.kwargs, op.mutated
-    row: list[Any] = [
-        op.name, op.target, call_ix[id(op.call)], [a if type(a) is int else value(a) for a in op.args],
-        {k: value(v) for k, v in kwargs.items()} if kwargs else {},
-        ids(op.inputs), ids(op.outputs), ids(mutated) if mutated else [], op.is_view, [p.index for p in op.producers],
-        None if op.source is None else t.source(op.source),
-    ]
-    if op.phase != "forward" or op.origin is not None or op.grad_of is not None or op.param is not None \
-            or op.dtensor is not None:
-        extra: dict[str, Any] = {}
-        if op.phase != "forward":
-            extra["phase"] = op.phase
-        if op.origin is not None:
-            extra["origin"] = call_ix[id(op.origin)]
-        if op.grad_of is not None:
-            extra["grad_of"] = op.grad_of.index
-        if op.param is not None:
-            extra["param"] = op.param
-        if op.dtensor is not None:  # the DTensor-level op, a record in the same table as sources
-            extra["dtensor"] = t.source(op.dtensor)
-        row.append(extra)
-    return row
+def _op_rows(ops: list[Op], call_ix: dict[int, int], t: _Tables) -> list[list[Any]]:
+    """Each op as a row (``OP_FIELDS``): ``[name, target, call, args, kwargs, inputs, outputs, mutated,
+    is_view, producers, source]``, then ``{phase, origin, grad_of, param, dtensor}`` where any is set.
+
+    One loop, no call per op (consecutive ops mostly share their call and source record); each ref
+    noted for the ``tensors`` table where it is met, in the order ``_Tables.ids`` and ``value`` meet them."""
+    value, note, source = t.value, t.refs.setdefault, t.source
+    rows: list[list[Any]] = []
+    last_call = last_source = last_ix = None
+    for op in ops:
+        call, src, args, inputs, kwargs, mutated = op.call, op.source, op.args, op.inputs, op.kwargs, op.mutated
+        if call is not last_call:
+            last_call, cix = call, call_ix[id(call)]
+        if src is None:
+            six = None
+        elif src is last_source:
+            six = last_ix
+        else:
+            last_source, six = src, source(src)
+            last_ix = six
+        if args is inputs:  # every arg a ref (the loader and capture share the tuple): noted as inputs
+            ids = [note(r.id, r).id for r in inputs]
+            row_args = [{"$t": i} for i in ids]
+            row_kwargs = {k: value(v) for k, v in kwargs.items()} if kwargs else {}
+        else:
+            row_args = [a if type(a) is int else {"$t": note(a.id, a).id} if type(a) is TensorRef else value(a)
+                        for a in args]
+            row_kwargs = {k: value(v) for k, v in kwargs.items()} if kwargs else {}
+            ids = [note(r.id, r).id for r in inputs]
+        row = [op.name, op.target, cix, row_args, row_kwargs, ids,
+               [note(r.id, r).id for r in op.outputs], [note(r.id, r).id for r in mutated] if mutated else [],
+               op.is_view, [p.index for p in op.producers], six]
+        if op.phase != "forward" or op.origin is not None or op.grad_of is not None or op.param is not None \
+                or op.dtensor is not None:
+            extra: dict[str, Any] = {}
+            if op.phase != "forward":
+                extra["phase"] = op.phase
+            if op.origin is not None:
+                extra["origin"] = call_ix[id(op.origin)]
+            if op.grad_of is not None:
+                extra["grad_of"] = op.grad_of.index
+            if op.param is not None:
+                extra["param"] = op.param
+            if op.dtensor is not None:  # the DTensor-level op, a record in the same table as sources
+                extra["dtensor"] = t.source(op.dtensor)
+            row.append(extra)
+        rows.append(row)
+    return rows
 
 
 def _call_entry(call: Call, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
-    children = [["call", call_ix[id(c)]] if isinstance(c, Call) else ["op", c.index] for c in call.children]
+    children = [["op", c.index] if type(c) is Op else ["call", call_ix[id(c)]] if isinstance(c, Call) else ["op", c.index]
+                for c in call.children]
     entry: dict[str, Any] = {
         "path": call.path, "type": call.type, "index": call.index, "depth": call.depth,
         "parent": None if call.parent is None else call_ix[id(call.parent)], "repeat": call.repeat,
@@ -122,11 +145,6 @@ def _call_entry(call: Call, call_ix: dict[int, int], t: _Tables) -> dict[str, An
     return entry
 
 
-def _tensor_row(r: TensorRef) -> list[Any]:
-    producer = None if r.producer is None else r.producer.index
-    return [r.id, list(r.shape), r.dtype, r.device, r.storage, r.version, producer, r.kind, r.name, r.slot]
-
-
 def to_json(graph: Graph) -> dict[str, Any]:
     """The capture as a JSON-ready dict (see ``docs/format.md``)."""
     import torch
@@ -136,7 +154,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
     calls = [graph.root, *graph.calls]
     call_ix = {id(c): i for i, c in enumerate(calls)}
     t = _Tables()
-    ops = [_op_entry(op, call_ix, t) for op in graph.ops]
+    ops = _op_rows(graph.ops, call_ix, t)
     call_entries = [_call_entry(call, call_ix, t) for call in calls]
     graph_inputs, graph_outputs = t.ids(graph.inputs), t.ids(graph.outputs)
     error = graph.error
@@ -144,7 +162,9 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "format": FORMAT, "version": VERSION, "dispatchtrace": __version__, "torch": torch.__version__,
         "complete": graph.complete,
         "error": None if error is None else _error_entry(error),
-        "tensors": [_tensor_row(t.refs[i]) for i in sorted(t.refs)],
+        "tensors": [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
+                     None if r.producer is None else r.producer.index, r.kind, r.name, r.slot]
+                    for r in map(t.refs.__getitem__, sorted(t.refs))],
         "calls": call_entries, "ops": ops, "sources": t.sources,
         "saved": [[rec.storage, rec.bytes, call_ix[id(rec.call)]] for rec in graph.saved],
         "notes": list(graph.notes),

@@ -36,7 +36,7 @@ class Users:
         """The table every op of ``ops`` reads its users from, where nothing was read from it yet (each op's
         users are still to be found from the producers as they are now: ``lint`` knows they agree); else ``None``."""
         table = ops[0]._users if ops else None
-        if type(table) is Users and table._ops is ops and not table._table and all(op._users is table for op in ops):
+        if type(table) is Users and table._ops is ops and not table._table and not [op for op in ops if op._users is not table]:
             return table
         return None
 

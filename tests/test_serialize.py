@@ -381,3 +381,33 @@ def test_format_3_rows_carry_the_optional_fields_in_a_trailing_object() -> None:
     bad["ops"][-1] = {"name": "x"}
     with pytest.raises(FormatError, match=r"op \d+ is dict"):
         loads(json.dumps(bad))
+
+
+def test_a_loaded_graph_shares_equal_records_as_one_object() -> None:
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(6, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = torch.relu(self.fc(x))
+            return (y.view(2, 3) * 2).sin() + (y.view(2, 3) + 1).cos()
+
+    net = Net()
+    with dt.capture(net) as g:
+        net(torch.ones(1, 6))
+    loaded = loads(dumps(g))
+    op = {o.name: o for o in loaded.ops}
+    addmm, relu, view, view_1 = op["addmm"], op["relu"], op["view"], op["view_1"]
+    # one (ref,) per ref read or returned alone: relu reads addmm's output, both views relu's
+    assert relu.inputs is addmm.outputs and view.inputs is relu.outputs and view_1.inputs is relu.outputs
+    assert view.producers is view_1.producers and view.producers == (relu,)  # one (op,) per lone producer
+    assert relu.args is relu.inputs and op["sin"].args is op["sin"].inputs  # args that are exactly the inputs
+    assert view.args[1] == [2, 3] and view.args[1] is view_1.args[1]  # equal int lists: one list
+    assert relu.kwargs is view.kwargs == {}
+    refs = [r for o in loaded.ops for r in (*o.inputs, *o.outputs)]
+    assert len({id(r.dtype) for r in refs}) == len({r.dtype for r in refs}) == 1
+    assert len({id(r.kind) for r in refs}) == len({r.kind for r in refs})
+    assert len({id(o.target) for o in loaded.ops}) == len({o.target for o in loaded.ops}) < len(loaded.ops)
+    loaded.lint()
+    assert dumps(loaded) == dumps(g) and str(loaded) == str(g)

@@ -209,6 +209,7 @@ def cost_key(op: Op) -> Any:
 
 
 _REF = object()  # tags a tensor's key: no other value's key equals it
+_UNSEEN: Any = object()  # a size not yet in ``Costs._sizes``
 
 
 def _arg_key(v: Any) -> Any:
@@ -244,32 +245,36 @@ class Costs:
         # weakly keyed by the graph, and a value that held its key would keep it alive forever
         self._root = graph.root
         self._outputs = graph.outputs
-        self._ops: dict[int, OpCost] = {}
+        self._ops: dict[Op, OpCost] = {}  # (ops hash by identity)
         self._calls: dict[int, CallCost] = {}
         self._by_key: dict[Any, OpCost] = {}
         self._plain: dict[str, bool] = {}  # target -> its ops have no FLOP formula and no decomposition
         self._by_sizes: dict[tuple[int | None, ...], OpCost] = {}  # their costs, by output sizes
+        self._sizes: dict[tuple[Any, str], int | None] = {}  # (shape, dtype) -> tensor_bytes
         self._unsized: set[int] = set()  # ids of the calls an unsized write is inside (``sized``)
         # a phase view (``views.phases``) asks its capture's costs for each op it copies
         self._shared, self._source = shared, getattr(graph, "source_op", None)
 
     def op(self, op: Op) -> OpCost:
         """The cost of one op."""
-        return self._ops.get(id(op)) or self._cost(op)
+        return self._ops.get(op) or self._cost(op)
 
     def _cost(self, op: Op) -> OpCost:
         """``op_cost(op)``, computed once per distinct ``cost_key`` and kept for ``op``; an op whose
         target has no FLOP formula and no decomposition costs its output bytes only, found by their
         sizes without a key."""
         if self._shared is not None and self._source is not None:
-            cost = self._ops[id(op)] = self._shared.op(self._source[op])
+            cost = self._ops[op] = self._shared.op(self._source[op])
             return cost
         plain = self._plain.get(op.target)
         if plain is None:
             plain = self._plain[op.target] = _no_flops(op.target)
         if plain:
-            sizes = tuple([None if (n := r.numel) is None or (size := itemsize(r.dtype)) is None else n * size
-                           for r in op.outputs])  # tensor_bytes, inline
+            known = self._sizes.get  # tensor_bytes, once per distinct shape and dtype
+            sizes = tuple([known((r.shape, r.dtype), _UNSEEN) if type(r) is TensorRef else tensor_bytes(r)
+                           for r in op.outputs])
+            if _UNSEEN in sizes:
+                sizes = tuple([self._size(r) if s is _UNSEEN else s for r, s in zip(op.outputs, sizes, strict=True)])
             cost = self._by_sizes.get(sizes)
             if cost is None:
                 cost = self._by_sizes[sizes] = OpCost(None, None if None in sizes else sum(sizes), sizes)  # type: ignore[arg-type]
@@ -282,8 +287,12 @@ class Costs:
             else:
                 if cost is None:
                     cost = self._by_key[key] = op_cost(op)
-        self._ops[id(op)] = cost
+        self._ops[op] = cost
         return cost
+
+    def _size(self, ref: TensorRef) -> int | None:
+        size = self._sizes[(ref.shape, ref.dtype)] = tensor_bytes(ref)
+        return size
 
     def call(self, call: Call) -> CallCost:
         """The cost of one call (``graph.root`` gives the whole capture)."""
@@ -294,19 +303,20 @@ class Costs:
 
     def _call(self, call: Call) -> CallCost:
         from ..graph import Call as CallType
+        from ..graph import Op as OpType
 
         flops = self_flops = None
         nbytes = self_bytes = 0
         unsized, known, seen = self._unsized, self._ops.get, False
         for child in call.children:
-            if isinstance(child, CallType):
+            if type(child) is not OpType and isinstance(child, CallType):  # (an op: no call)
                 sub = self.call(child)
                 if sub.flops is not None:
                     flops = sub.flops if flops is None else flops + sub.flops
                 nbytes += sub.bytes
                 seen = seen or id(child) in unsized
             else:
-                c = known(id(child)) or self._cost(child)
+                c = known(child) or self._cost(child)
                 if c.flops is not None:
                     self_flops = c.flops if self_flops is None else self_flops + c.flops
                 if not child.is_view:

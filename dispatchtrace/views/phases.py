@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import replace
+from itertools import repeat
+from operator import attrgetter, ne
 from typing import get_args
 
 from ..graph import PHASE_VIEWS, Call, Child, Graph, Op, PhaseView, new_call
@@ -62,7 +64,10 @@ def check_phase(phase: object) -> PhaseView:
 
 def has_training(graph: Graph) -> bool:
     """Whether any op of ``graph`` ran outside the forward phase."""
-    return any(op.phase != "forward" for op in graph.ops)
+    return any(map(ne, map(_PHASE, graph.ops), repeat("forward")))  # (no Python call per op)
+
+
+_PHASE = attrgetter("phase")
 
 
 def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
