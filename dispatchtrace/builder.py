@@ -76,7 +76,7 @@ class GraphBuilder:
                     is_view: bool = False) -> None:
         """What ``op`` returned, the refs it wrote (after the write), and whether it is a view."""
         op.outputs = outputs
-        if mutated or op._rare is not None:  # a rare field: most ops have none (no property read per op)
+        if mutated or op.rare is not None:  # a rare field: most ops have none (no property read per op)
             op.mutated = mutated
         op.is_view = is_view
 
@@ -87,8 +87,8 @@ class GraphBuilder:
         (``origin``), the forward op whose autograd node ran it (``grad_of``), the parameter whose
         gradient it accumulates (``param``)."""
         op.phase = phase
-        if origin is not None or grad_of is not None or param is not None or op._rare is not None:
-            op._set(origin=origin, grad_of=grad_of, param=param)  # one record for the three
+        if origin is not None or grad_of is not None or param is not None or op.rare is not None:
+            op.set_rare(origin=origin, grad_of=grad_of, param=param)  # one record for the three
 
     @staticmethod
     def set_call_inputs(call: Call, refs: Iterable[TensorRef]) -> None:

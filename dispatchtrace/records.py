@@ -34,7 +34,7 @@ PHASE_VIEWS: tuple[PhaseView, ...] = get_args(PhaseView)
 
 
 @dataclass(frozen=True, slots=True)
-class _Rare:
+class Rare:
     """The fields most ops leave empty, held in one slot of ``Op`` (``None`` when all are empty)."""
 
     mutated: tuple[TensorRef, ...] = ()
@@ -44,7 +44,7 @@ class _Rare:
     dtensor: DTensorOp | None = None
 
 
-_EMPTY = _Rare()
+_EMPTY = Rare()
 
 
 @dataclass(slots=True, eq=False)
@@ -72,68 +72,70 @@ class Op:
     _users: tuple[Op, ...] | Users = ()  # ``users``: the graph's ``Users`` until assigned
     phase: Phase = "forward"
     source: Source | None = None
-    _rare: _Rare | None = None  # mutated, origin, grad_of, param, dtensor: None while all are empty
+    rare: Rare | None = None
+    """``mutated``, ``origin``, ``grad_of``, ``param`` and ``dtensor`` in one record, ``None`` while all are
+    empty (read those five by name; ``rare is None`` says at a glance that none is set)."""
 
-    def _set(self, **values: Any) -> None:
+    def set_rare(self, **values: Any) -> None:
         """Set some of the five rare fields (``GraphBuilder`` sets them): a new record, as a copy of this
         op (``dataclasses.replace``) may share the old one; ``None`` again when all are empty."""
-        old = self._rare or _EMPTY
+        old = self.rare or _EMPTY
         get = values.get
-        rare = _Rare(get("mutated", old.mutated), get("origin", old.origin), get("grad_of", old.grad_of),
+        rare = Rare(get("mutated", old.mutated), get("origin", old.origin), get("grad_of", old.grad_of),
                      get("param", old.param), get("dtensor", old.dtensor))
-        self._rare = None if rare == _EMPTY else rare
+        self.rare = None if rare == _EMPTY else rare
 
     @property
     def mutated(self) -> tuple[TensorRef, ...]:
-        rare = self._rare
+        rare = self.rare
         return () if rare is None else rare.mutated
 
     @mutated.setter
     def mutated(self, value: tuple[TensorRef, ...]) -> None:
-        if self._rare is None:  # the one rare field capture sets often (in-place ops): no merge to do
-            self._rare = _Rare(value) if value else None
+        if self.rare is None:  # the one rare field capture sets often (in-place ops): no merge to do
+            self.rare = Rare(value) if value else None
         else:
-            self._set(mutated=value)
+            self.set_rare(mutated=value)
 
     @property
     def origin(self) -> Call | None:
-        rare = self._rare
+        rare = self.rare
         return None if rare is None else rare.origin
 
     @origin.setter
     def origin(self, value: Call | None) -> None:
-        if value is not None or self._rare is not None:
-            self._set(origin=value)
+        if value is not None or self.rare is not None:
+            self.set_rare(origin=value)
 
     @property
     def grad_of(self) -> Op | None:
-        rare = self._rare
+        rare = self.rare
         return None if rare is None else rare.grad_of
 
     @grad_of.setter
     def grad_of(self, value: Op | None) -> None:
-        if value is not None or self._rare is not None:
-            self._set(grad_of=value)
+        if value is not None or self.rare is not None:
+            self.set_rare(grad_of=value)
 
     @property
     def param(self) -> str | None:
-        rare = self._rare
+        rare = self.rare
         return None if rare is None else rare.param
 
     @param.setter
     def param(self, value: str | None) -> None:
-        if value is not None or self._rare is not None:
-            self._set(param=value)
+        if value is not None or self.rare is not None:
+            self.set_rare(param=value)
 
     @property
     def dtensor(self) -> DTensorOp | None:
-        rare = self._rare
+        rare = self.rare
         return None if rare is None else rare.dtensor
 
     @dtensor.setter
     def dtensor(self, value: DTensorOp | None) -> None:
-        if value is not None or self._rare is not None:
-            self._set(dtensor=value)
+        if value is not None or self.rare is not None:
+            self.set_rare(dtensor=value)
 
     @property
     def users(self) -> tuple[Op, ...]:

@@ -88,7 +88,8 @@ def _op_rows(ops: list[Op], call_ix: dict[int, int], t: _Tables) -> list[list[An
     rows: list[list[Any]] = []
     last_call = last_source = last_ix = None
     for op in ops:
-        call, src, args, inputs, kwargs, mutated = op.call, op.source, op.args, op.inputs, op.kwargs, op.mutated
+        call, src, args, inputs, kwargs, rare = op.call, op.source, op.args, op.inputs, op.kwargs, op.rare
+        mutated = () if rare is None else rare.mutated  # the five rare fields: one read when none is set
         if call is not last_call:
             last_call, cix = call, call_ix[id(call)]
         if src is None:
@@ -110,8 +111,8 @@ def _op_rows(ops: list[Op], call_ix: dict[int, int], t: _Tables) -> list[list[An
         row = [op.name, op.target, cix, row_args, row_kwargs, ids,
                [note(r.id, r).id for r in op.outputs], [note(r.id, r).id for r in mutated] if mutated else [],
                op.is_view, [p.index for p in op.producers], six]
-        if op.phase != "forward" or op.origin is not None or op.grad_of is not None or op.param is not None \
-                or op.dtensor is not None:
+        if op.phase != "forward" or (rare is not None and (rare.origin is not None or rare.grad_of is not None
+                                                            or rare.param is not None or rare.dtensor is not None)):
             extra: dict[str, Any] = {}
             if op.phase != "forward":
                 extra["phase"] = op.phase

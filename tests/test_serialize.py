@@ -250,12 +250,12 @@ def test_every_field_of_the_data_model_is_saved() -> None:
     # a new field on Op / Call / TensorRef / Graph must be added to serialize.py (and docs/format.md)
     from dataclasses import fields
 
-    from dispatchtrace.records import _Rare
+    from dispatchtrace.records import Rare
 
     saved = {
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "is_view",
-             "producers", "_users", "phase", "source", "_rare"},
-        _Rare: {"mutated", "origin", "grad_of", "param", "dtensor"},  # Op's rare fields, in one slot
+             "producers", "_users", "phase", "source", "rare"},
+        Rare: {"mutated", "origin", "grad_of", "param", "dtensor"},  # Op's rare fields, in one slot
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
                "params", "self_params", "source", "returned", "arguments", "_module"},
         TensorRef: {"id", "shape", "dtype", "device", "storage", "version", "producer", "kind", "name", "slot"},
