@@ -52,10 +52,12 @@ dispatchtrace.lint.LintError: ops: graph.ops[0] is %addmm with index 1; ops are 
 from __future__ import annotations
 
 from operator import is_not
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .dtensor import check_dtensor_ops
 from .graph import PHASES, Call, Op
+from .lint_refs import check_tensors, check_versions, mentions, refs_in
+from .lint_refs import describe as _op
 from .structure import iter_leaves
 from .tensors import TensorRef
 from .users import Users
@@ -63,7 +65,6 @@ from .users import Users
 if TYPE_CHECKING:
     from .graph import Graph
 
-_KINDS = frozenset({"input", "parameter", "buffer", "activation", "constant"})
 
 
 class LintError(ValueError):
@@ -82,10 +83,6 @@ def lint(graph: Graph) -> None:
     problem = check_dtensor_ops(graph.ops)
     if problem is not None:
         _fail("dtensor", problem)
-
-
-def _op(op: Op) -> str:
-    return f"%{op.name} (op {op.index})"
 
 
 def _check_ops(graph: Graph) -> None:
@@ -204,7 +201,7 @@ def _check_dataflow(graph: Graph) -> None:
                 expected_users.setdefault(i, []).append(op)
         args, kwargs = op.args, op.kwargs  # no kwargs: the refs of (args, kwargs) are those of args
         if args is not inputs or kwargs:  # else every arg is a ref (the loader shares the tuple): its refs are itself
-            refs = _refs_in(args if type(args) is tuple and type(kwargs) is dict and not kwargs else (args, kwargs), [])
+            refs = refs_in(args if type(args) is tuple and type(kwargs) is dict and not kwargs else (args, kwargs), [])
             if len(refs) != len(inputs) or any(map(is_not, refs, inputs)):
                 _fail("inputs", f"{_op(op)}'s inputs are not the tensor refs of its args and kwargs, in order")
         if not read <= listed:
@@ -220,124 +217,16 @@ def _check_dataflow(graph: Graph) -> None:
                            f"producer are {[u.name for u in want]}; users are exactly those, in execution order")
 
 
-def _refs_in(values: Any, out: list[TensorRef]) -> list[TensorRef]:
-    """``out`` with the tensor refs among the leaves of ``values`` (as ``iter_leaves`` walks them), in order."""
-    for v in values:
-        t = type(v)
-        if t is TensorRef:
-            out.append(v)
-        elif t is list or t is tuple:
-            _refs_in(v, out)
-        elif t is dict:
-            _refs_in(v.values(), out)
-        elif t is not int and isinstance(v, TensorRef):
-            out.append(v)
-    return out
-
-
-def _mentions(graph: Graph, *, ops: bool = True) -> list[tuple[Any, Any]]:
-    """Every ref the graph mentions, in groups ``(where, refs)``: ``where`` an op, a call or a name (``_at``);
-    ``ops=False``: all but the ops' (``_check_tensors`` walks those itself)."""
-    out: list[tuple[Any, Any]] = []
-    for op in graph.ops if ops else ():
-        out += ((op, op.inputs), (op, op.outputs), (op, op.mutated))
-    for call in graph.calls:
-        out += ((call, call.inputs), (call, call.outputs), (call, _refs_in((call.returned,), [])))
-    out += (("graph.inputs", graph.inputs), ("graph.outputs", graph.outputs))
-    return out
-
-
-def _at(where: Any) -> str:
-    return _op(where) if isinstance(where, Op) else where if isinstance(where, str) else repr(where)
+def _check_versions(graph: Graph) -> None:
+    problem = check_versions(graph)
+    if problem is not None:
+        _fail(*problem)
 
 
 def _check_tensors(graph: Graph) -> None:
-    ops = graph.ops
-    for op in ops:
-        for slot, ref in enumerate(op.outputs):
-            if ref.producer is not op or ref.slot != slot:
-                _fail("tensors", f"{_op(op)}'s output {slot} is {ref!r}, which does not name this op as producer at "
-                                 f"slot {slot}; an op's outputs are its own, by position")
-    checked: set[TensorRef] = set()  # a ref passes or fails wherever it is mentioned: each is checked at its first
-    seen, n = checked.add, len(ops)  # (refs hash by identity), in the order _mentions lists them
-    for op in ops:
-        for refs in (op.inputs, op.outputs, op.mutated):
-            for ref in refs:
-                if ref in checked:
-                    continue
-                seen(ref)
-                p = ref.producer
-                if p is not None and ref.kind in _KINDS and 0 <= p.index < n and ops[p.index] is p:
-                    try:  # the common case: the ref is its producer's output at its slot
-                        if p.outputs[ref.slot] is ref:
-                            continue
-                    except (IndexError, TypeError):
-                        pass
-                _check_ref(ref, op, ops)
-    for w, refs in _mentions(graph, ops=False):
-        for ref in refs:
-            if ref not in checked:
-                seen(ref)
-                _check_ref(ref, w, ops)
-
-
-def _check_ref(ref: TensorRef, w: Any, ops: list[Op]) -> None:
-    """Invariant 7 for one ref, first mentioned in ``w``."""
-    if ref.kind not in _KINDS:
-        _fail("tensors", f"{ref!r} in {_at(w)} has kind {ref.kind!r}; kinds are {sorted(_KINDS)}")
-    p = ref.producer
-    if p is None:
-        if ref.kind == "activation":
-            _fail("tensors", f"{ref!r} in {_at(w)} is an activation without producer; activations come from ops")
-        return
-    if not (0 <= p.index < len(ops) and ops[p.index] is p):
-        _fail("tensors", f"{ref!r} in {_at(w)} names %{p.name} as producer, which is not an op of this graph")
-    outs = p.outputs
-    if ref.slot >= len(outs):
-        _fail("tensors", f"{ref!r} in {_at(w)} is output {ref.slot} of {_op(p)}, which has {len(outs)} outputs")
-    out = outs[ref.slot]
-    if out is not ref and (out.storage != ref.storage or ref.version < out.version):
-        _fail("tensors", f"{ref!r} in {_at(w)} is not output {ref.slot} of {_op(p)} ({out!r}) nor a later "
-                         f"version of it; a tensor ref is its producer's output at its slot, or that tensor "
-                         f"after a write")
-
-
-def _check_versions(graph: Graph) -> None:
-    latest: dict[int, int] = {}  # (``in`` and ``[]``, not ``get``: no call per ref)
-    for op in graph.ops:
-        read: dict[int, int] = {}  # storage -> the latest version the op reads
-        for ref in op.inputs:
-            s, v = ref.storage, ref.version
-            if v < (latest[s] if s in latest else -1):
-                _older(op, ref, "input", latest)
-            latest[s] = v
-            r = read[s] if s in read else -1
-            read[s] = v if v > r else r
-        mutated = op.mutated
-        for ref in mutated:
-            s = ref.storage
-            if ref.version < (latest[s] if s in latest else -1):
-                _older(op, ref, "written tensor", latest)
-            latest[s] = ref.version
-            if s in read and ref.version <= read[s]:
-                _fail("mutated", f"{_op(op)} writes {ref!r} but its version is not later than the version it read "
-                                 f"({read[s]}); a write makes a new version")
-        shares = False  # an output shares an input's storage
-        for ref in op.outputs:
-            s, v = ref.storage, ref.version
-            if v < (latest[s] if s in latest else -1):
-                _older(op, ref, "output", latest)
-            latest[s] = v
-            shares = shares or s in read
-        if op.is_view != (shares and not mutated):
-            _fail("mutated", f"{_op(op)} has is_view={op.is_view}; is_view is true exactly when the op writes nothing "
-                             f"and an output shares an input's storage")
-
-
-def _older(op: Op, ref: TensorRef, role: str, latest: dict[int, int]) -> None:
-    v = latest.get(ref.storage, -1)
-    _fail("versions", f"{_op(op)}'s {role} {ref!r} has version {ref.version} of storage {ref.storage}, which "
-                      f"an earlier op already saw at version {v}; versions of a storage never decrease")
+    problem = check_tensors(graph)
+    if problem is not None:
+        _fail(*problem)
 
 
 def _check_graph_io(graph: Graph) -> None:
@@ -398,7 +287,7 @@ def _check_arguments(graph: Graph) -> None:
 def _check_constants(graph: Graph) -> None:
     if not graph.constants:
         return
-    read = {ref.name: ref for _, refs in _mentions(graph) for ref in refs if ref.kind == "constant"}
+    read = {ref.name: ref for _, refs in mentions(graph) for ref in refs if ref.kind == "constant"}
     for name, literal in graph.constants.items():
         ref = read.get(name)
         if ref is None:
