@@ -25,7 +25,7 @@ from .scope import Hidden, hidden_note
 from .snapshot import has_values
 from .source import Site, SourceTable, user_site
 from .structure import leaves, map_leaves, template, tensor_leaves, tensors_in
-from .tensors import Kind, TensorRef
+from .tensors import Kind, TensorRef, shares_storage
 from .tracker import Tracker
 
 Tensor = torch.Tensor
@@ -303,7 +303,7 @@ class Recorder:
                 ref_of = self.tracker.ref_of
                 self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
             else:
-                self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
+                self.builder.set_outputs(op, outputs, is_view=shares_storage(outputs, inputs))
         elif type(out) is Tensor or isinstance(out, Tensor):  # the common case, inline
             ref = self._produced(out, op, False)
             sid = ref.storage
@@ -315,7 +315,7 @@ class Recorder:
             self.builder.set_outputs(op, (ref,), is_view=is_view)
         else:
             outputs = self._record_outputs(op, out, ())
-            self.builder.set_outputs(op, outputs, is_view=_shares_storage(outputs, inputs))
+            self.builder.set_outputs(op, outputs, is_view=shares_storage(outputs, inputs))
         if self._sites is not None:
             self._sites.append(user_site(3))
         return op
@@ -396,18 +396,6 @@ class Recorder:
         self._pending.clear()
         self._int_lists.clear()
         return self.builder.finish(error)
-
-
-
-
-def _shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:
-    """Whether an output lies in the storage of an input (the op returned a view, or an input)."""
-    for r in outputs:
-        sid = r.storage
-        for i in inputs:
-            if i.storage == sid:
-                return True
-    return False
 
 
 def _sym_value(a: Any) -> Any:

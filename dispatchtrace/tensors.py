@@ -105,3 +105,13 @@ class TensorRef:
 
     def __repr__(self) -> str:
         return f"TensorRef({self.text}: {self.label}, storage={self.storage}, v{self.version}, {self.kind})"
+
+
+def shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:
+    """Whether an output lies in the storage of an input (the op returned a view, or an input)."""
+    for r in outputs:
+        sid = r.storage
+        for i in inputs:
+            if i.storage == sid:
+                return True
+    return False
