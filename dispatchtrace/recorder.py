@@ -256,12 +256,12 @@ class Recorder:
                             break
                         ints = False
                 else:
-                    if ints:  # equal int lists are one list per capture (ops are read-only)
-                        key = tuple(a)
-                        lst = int_lists.get(key)
-                        if lst is None:
-                            lst = int_lists[key] = a[:]
-                        rargs[i] = lst
+                    if ints:  # equal int lists are one list per capture (ops are read-only); no call made
+                        key = (*a,)
+                        try:
+                            rargs[i] = int_lists[key]
+                        except KeyError:
+                            rargs[i] = int_lists[key] = a[:]
                     else:
                         rargs[i] = a[:]
             else:
