@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     from .graph import Graph
 
 
-
 class LintError(ValueError):
     """A graph breaks an invariant of ``docs/semantics.md``; the message names which, where, and what it means."""
 

@@ -102,12 +102,11 @@ def _op_rows(ops: list[Op], call_ix: dict[int, int], t: _Tables) -> list[list[An
         if args is inputs:  # every arg a ref (the loader and capture share the tuple): noted as inputs
             ids = [note(r.id, r).id for r in inputs]
             row_args = [{"$t": i} for i in ids]
-            row_kwargs = {k: value(v) for k, v in kwargs.items()} if kwargs else {}
         else:
             row_args = [a if type(a) is int else {"$t": note(a.id, a).id} if type(a) is TensorRef else value(a)
                         for a in args]
-            row_kwargs = {k: value(v) for k, v in kwargs.items()} if kwargs else {}
             ids = [note(r.id, r).id for r in inputs]
+        row_kwargs = {k: value(v) for k, v in kwargs.items()} if kwargs else {}
         row = [op.name, op.target, cix, row_args, row_kwargs, ids,
                [note(r.id, r).id for r in op.outputs], [note(r.id, r).id for r in mutated] if mutated else [],
                op.is_view, [p.index for p in op.producers], six]
@@ -130,8 +129,8 @@ def _op_rows(ops: list[Op], call_ix: dict[int, int], t: _Tables) -> list[list[An
 
 
 def _call_entry(call: Call, call_ix: dict[int, int], t: _Tables) -> dict[str, Any]:
-    children = [["op", c.index] if type(c) is Op else ["call", call_ix[id(c)]] if isinstance(c, Call) else ["op", c.index]
-                for c in call.children]
+    children = [["op", c.index] if type(c) is Op or not isinstance(c, Call) else ["call", call_ix[id(c)]]
+                for c in call.children]  # (an op, the common child: no isinstance call)
     entry: dict[str, Any] = {
         "path": call.path, "type": call.type, "index": call.index, "depth": call.depth,
         "parent": None if call.parent is None else call_ix[id(call.parent)], "repeat": call.repeat,
