@@ -18,7 +18,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from llama_tp import add_arguments, config_of, measure  # noqa: E402
 
-from dispatchtrace.views.summary import human  # noqa: E402
+from dispatchtrace.views._summary import human  # noqa: E402
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ Run: .venv/bin/python benchmarks/dot_cost.py [--timeout 180] [--only densenet] [
 One ``dot -Tsvg`` run per diagram (wall time; a run past ``--timeout`` is recorded as ``>timeout``),
 on the DOT source ``to_dot`` writes (so the fast layout above 300 edges is what is measured).
 Prints a markdown table of nodes, edges, clusters, span (the edges' lengths in ranks added up,
-``views.layers``), measured seconds and the estimate of ``dispatchtrace.render.estimate.layout_seconds``;
+``views/_layers.py``), measured seconds and the estimate of ``dispatchtrace.render._estimate.layout_seconds``;
 the constants of that estimate are a least-squares fit of log seconds on log edges and log span over
 the rows that took 0.2 s or more.
 """
@@ -25,8 +25,8 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.render.estimate import estimate_seconds, layout_seconds
-from dispatchtrace.views.layers import layering
+from dispatchtrace.render._estimate import estimate_seconds, layout_seconds
+from dispatchtrace.views import layering
 
 
 def _encoder(layers: int) -> Callable[[], nn.Module]:

@@ -20,7 +20,7 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.render.diagram import run_dot
+from dispatchtrace.render._diagram import run_dot
 
 
 def _models() -> dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]]:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from llama_meta import Config, Llama, peak_rss_mb  # noqa: E402
 
 import dispatchtrace as dt  # noqa: E402
-from dispatchtrace.views.summary import human  # noqa: E402
+from dispatchtrace.views._summary import human  # noqa: E402
 
 
 def llama_step(seq: int, layers: int) -> None:

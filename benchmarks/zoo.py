@@ -24,10 +24,11 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
-from dispatchtrace.lint import LintError
-from dispatchtrace.snapshot import ModuleState
-from dispatchtrace.structure import tensors_in
-from dispatchtrace.verify import _constant_values, check, clone_tensors
+from dispatchtrace._structure import tensors_in
+from dispatchtrace.graph.lint import LintError
+from dispatchtrace.replay._locate import _constant_values, clone_tensors
+from dispatchtrace.replay._snapshot import ModuleState
+from dispatchtrace.replay._verify import check
 
 Device = Literal["cpu", "meta"]
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]

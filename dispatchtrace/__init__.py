@@ -1,20 +1,23 @@
 """dispatchtrace: see what a PyTorch model actually runs, op by op, module call by module call."""
 
-from .capture import capture
-from .depth import Depth
-from .graph import Call, Graph, Op
-from .lint import LintError
-from .ranks import load_ranks, rank_path
-from .render.errors import DotFailedError, DotNotFoundError
-from .render.ranks import write_ranks
-from .replay import ReplayError
-from .serialize import FormatError, load
-from .tensors import TensorRef
-from .verify import verify
+from ._version import __version__ as __version__
+from .errors import (
+    DiagramTooLargeError,
+    DotFailedError,
+    DotNotFoundError,
+    FormatError,
+    LintError,
+    ReplayError,
+    SavedError,
+)
+from .graph import Call, Depth, Graph, Op, TensorRef
+from .recording import capture
+from .render import write_ranks
+from .replay import verify
+from .serialize import load, load_ranks, rank_path
 
 __all__ = [
-    "Call", "Depth", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError", "Op", "ReplayError",
-    "TensorRef",
+    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError",
+    "Op", "ReplayError", "SavedError", "TensorRef",
     "capture", "load", "load_ranks", "rank_path", "verify", "write_ranks",
 ]
-__version__ = "0.1.0"

@@ -1,26 +1,43 @@
-"""An exception as one line of text, for messages that must stay one line (the CLI, verify's report)."""
+"""Every error dispatchtrace raises on purpose, in one place; each is exported as ``dt.<Name>``.
+
+Each message says what went wrong and what to do about it. ``except dt.FormatError`` catches a file
+that cannot be read, ``except dt.DotNotFoundError`` a missing graphviz, and so on.
+"""
 
 from __future__ import annotations
 
 
-def first_line(error: BaseException) -> str:
-    """The first non-empty line of ``str(error)``, stripped; ``""`` when the message is empty.
-
-    >>> first_line(ValueError("\\n  bad shape  \\n(more detail)"))
-    'bad shape'
-    >>> first_line(KeyError())
-    ''
-    """
-    return next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+class LintError(ValueError):
+    """A graph breaks an invariant of ``docs/semantics.md``; the message names which, where, and what it means."""
 
 
-def one_line(error: BaseException) -> str:
-    """``TypeName: first line`` (just ``TypeName`` when the message is empty).
+class FormatError(ValueError):
+    """A file that is not a dispatchtrace capture this version can read."""
 
-    >>> one_line(RuntimeError("shapes differ\\nat op 3"))
-    'RuntimeError: shapes differ'
-    >>> one_line(StopIteration())
-    'StopIteration'
-    """
-    text = first_line(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+class SavedError(Exception):
+    """Base of the stand-ins for a loaded ``g.error`` whose type is not a built-in exception: a class
+    of the same name (``type(g.error).__name__``), the message as ``str(g.error)``, ``.type`` the
+    saved ``module.Qualname``. Its traceback is not saved."""
+
+    type: str = ""
+
+
+class ReplayError(RuntimeError):
+    """The capture cannot be turned into a graph that runs; the message says which tensor or op."""
+
+
+class DotNotFoundError(RuntimeError):
+    """graphviz's ``dot`` program is not installed (or not on ``PATH``)."""
+
+
+class DotFailedError(RuntimeError):
+    """``dot`` ran but could not lay out or write the diagram."""
+
+
+class DiagramTooLargeError(RuntimeError):
+    """``dot`` would take too long to lay out this diagram; ``seconds`` is the estimate."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds

@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dispatchtrace as dt
-from dispatchtrace.views.summary import human
+from dispatchtrace.views._summary import human
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llama_meta import Config, Llama, peak_rss_mb  # noqa: E402
 
 import dispatchtrace as dt  # noqa: E402
-from dispatchtrace.views.summary import human  # noqa: E402
+from dispatchtrace.views._summary import human  # noqa: E402
 
 LLAMA_405B = Config(vocab=128256, dim=16384, layers=126, heads=128, kv_heads=8, hidden=53248, max_seq=8192,
                     theta=500000.0)

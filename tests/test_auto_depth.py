@@ -9,8 +9,8 @@ import torch.nn.functional as F
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.views.auto import AUTO_MAX_WIDTH, auto_depth, shape
-from dispatchtrace.views.layers import layering
+from dispatchtrace.views import layering
+from dispatchtrace.views._auto import AUTO_MAX_WIDTH, auto_depth, shape
 
 
 def test_multihead_attention_alone_shows_its_ops() -> None:

@@ -10,7 +10,7 @@ import torchvision
 from models import coolcnn, traced
 
 import dispatchtrace as dt
-from dispatchtrace.views.tree import TreeNode
+from dispatchtrace.views._tree import TreeNode
 
 
 def node(g: dt.Graph, text: str, **options: object) -> TreeNode:

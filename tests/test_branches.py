@@ -2,7 +2,7 @@
 
 import pytest
 
-from dispatchtrace.views.branches import MAX_NESTING, Par, Tangle, decompose
+from dispatchtrace.views._branches import MAX_NESTING, Par, Tangle, decompose
 
 
 def test_chain_is_a_series():

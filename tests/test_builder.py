@@ -7,8 +7,7 @@ from pathlib import Path
 
 from models import coolcnn
 
-from dispatchtrace.builder import GraphBuilder
-from dispatchtrace.tensors import TensorRef
+from dispatchtrace.graph import GraphBuilder, TensorRef
 
 
 def _ref(rid: int, producer=None, kind="activation", storage=None) -> TensorRef:  # type: ignore[no-untyped-def]
@@ -59,8 +58,8 @@ def test_nothing_else_adds_to_the_graphs_lists() -> None:
     package = Path(__file__).resolve().parent.parent / "dispatchtrace"
     pattern = re.compile(r"\.(children|ops|users|calls)\.(append|extend|insert)\(|"
                          r"\.(outputs|inputs|mutated|producers|users|children) = ")
-    # views/phases.py copies a finished capture into a phase view whose ops are regrouped by origin:
+    # views/_phases.py copies a finished capture into a phase view whose ops are regrouped by origin:
     # producers may come later in its walk order, which GraphBuilder's add-in-order contract cannot express
-    offenders = [f"{p.name}:{i}" for p in package.rglob("*.py") if p.name not in ("builder.py", "phases.py")
+    offenders = [f"{p.name}:{i}" for p in package.rglob("*.py") if p.name not in ("_builder.py", "_phases.py")
                  for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
-    assert offenders == [], f"build graphs through dispatchtrace.builder.GraphBuilder: {offenders}"
+    assert offenders == [], f"build graphs through dispatchtrace.graph.GraphBuilder: {offenders}"

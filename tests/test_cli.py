@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from dispatchtrace import cli
-from dispatchtrace.cli.errors import CliError
-from dispatchtrace.cli.models import load_model, parse_dtype, parse_inputs, parse_shape
+from dispatchtrace.cli._errors import CliError
+from dispatchtrace.cli._models import load_model, parse_dtype, parse_inputs, parse_shape
 
 ROOT = Path(__file__).resolve().parents[1]
 EXE = Path(sys.executable).with_name("dispatchtrace")
@@ -275,7 +275,7 @@ def test_debug_reraises_in_process_and_is_accepted_where_nothing_fails(netfile, 
 
 
 def test_output_help_lists_the_registry(capsys):
-    from dispatchtrace.render.formats import help_text
+    from dispatchtrace.render import help_text
 
     with pytest.raises(SystemExit):
         cli.main(["--help"])
@@ -389,7 +389,9 @@ def test_the_docs_show_real_outputs(tmp_path, monkeypatch, capsys):
 
 
 def test_the_help_examples_run(tmp_path, monkeypatch, capsys):
-    from dispatchtrace.cli import render, trace, verify
+    from dispatchtrace.cli import _render as render
+    from dispatchtrace.cli import _trace as trace
+    from dispatchtrace.cli import _verify as verify
 
     monkeypatch.chdir(tmp_path)
     examples = [e for module in (trace, render, verify) for e in module.parser().examples]

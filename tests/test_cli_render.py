@@ -14,7 +14,7 @@ import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
-from dispatchtrace.cli.render import run
+from dispatchtrace.cli._render import run
 
 
 @pytest.fixture(scope="module")

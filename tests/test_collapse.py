@@ -9,7 +9,8 @@ import torchvision
 from models import CoolCNN, coolcnn, traced
 
 import dispatchtrace as dt
-from dispatchtrace.views.collapse import CollapsedGraph, Node, auto_depth, collapse
+from dispatchtrace.views import CollapsedGraph, Node, collapse
+from dispatchtrace.views._collapse import auto_depth
 
 
 def names(nodes: list[Node]) -> list[str]:

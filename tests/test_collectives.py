@@ -10,7 +10,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
 import dispatchtrace as dt
-from dispatchtrace.collectives import Group
+from dispatchtrace.graph import Group
 from dispatchtrace.serialize import dumps, loads
 
 
@@ -152,7 +152,7 @@ def _rank_capture(rank: int, world: int, skip_last: bool) -> dt.Graph:
 
 
 def test_rank_files_and_a_rank_that_issued_fewer_collectives(tmp_path, monkeypatch):
-    from dispatchtrace.views.mismatch import mismatch
+    from dispatchtrace.views import mismatch
 
     for rank in range(3):
         _rank_capture(rank, 3, skip_last=rank == 2).save(dt.rank_path(tmp_path / "trace.json", rank))

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import dispatchtrace as dt
-from dispatchtrace.collector import Paused
+from dispatchtrace._collector import Paused
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,9 @@ from models import example
 from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
-from dispatchtrace.views.costs import cost_key, costs, itemsize, op_cost, op_flops, total_flops
+from dispatchtrace.graph import itemsize
+from dispatchtrace.views import costs
+from dispatchtrace.views._costs import cost_key, op_cost, op_flops, total_flops
 
 
 def _both(model: nn.Module, *inputs: torch.Tensor) -> tuple[int, dt.Graph]:

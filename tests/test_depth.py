@@ -1,4 +1,4 @@
-"""dispatchtrace.depth and views.noise: one depth type and one noise rule, the same in every view."""
+"""graph/_depth.py and views/_noise.py: one depth type and one noise rule, the same in every view."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import torch
 import torch.nn as nn
 from models import traced
 
-from dispatchtrace.depth import NAMED, check_depth, is_depth
-from dispatchtrace.views.noise import is_noise, noise_ops, output_keys
+from dispatchtrace.graph import check_depth
+from dispatchtrace.graph._depth import NAMED, is_depth
+from dispatchtrace.views import noise_ops
+from dispatchtrace.views._noise import is_noise, output_keys
 
 
 @pytest.mark.parametrize("bad", [None, -1, "foo", "ALL", True, False, 1.5, [1]])

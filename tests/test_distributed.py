@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import dispatchtrace as dt
-from dispatchtrace.views.mismatch import mismatch
+from dispatchtrace.views import mismatch
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 WORKER = Path(__file__).with_name("dist_worker.py")

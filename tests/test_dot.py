@@ -15,8 +15,9 @@ from golden_text import golden
 from models import coolcnn, traced
 
 import dispatchtrace as dt
-from dispatchtrace.render.diagram import run_dot
-from dispatchtrace.render.dot import digraph, edge_label, text, to_dot
+from dispatchtrace.render import to_dot
+from dispatchtrace.render._diagram import run_dot
+from dispatchtrace.render._dot import digraph, edge_label, text
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
 SVG = "{http://www.w3.org/2000/svg}"

@@ -13,7 +13,7 @@ import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
-from dispatchtrace.dtensor import DTensorOp
+from dispatchtrace.graph import DTensorOp
 from dispatchtrace.serialize import dumps, loads
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,11 +11,10 @@ import torch
 from models import coolcnn
 
 import dispatchtrace as dt
-from dispatchtrace.render import DiagramTooLargeError
-from dispatchtrace.render.diagram import run_dot
-from dispatchtrace.render.dot import digraph
-from dispatchtrace.render.estimate import MAX_LAYOUT_SECONDS, check_layout_cost, estimate_seconds, layout_seconds
-from dispatchtrace.render.notebook import mimebundle
+from dispatchtrace.render import DiagramTooLargeError, mimebundle
+from dispatchtrace.render._diagram import run_dot
+from dispatchtrace.render._dot import digraph
+from dispatchtrace.render._estimate import MAX_LAYOUT_SECONDS, check_layout_cost, estimate_seconds, layout_seconds
 
 
 def test_estimate_grows_with_edges_and_span() -> None:
@@ -58,8 +57,8 @@ def test_large_diagram_is_refused_before_dot_starts(tmp_path: Path, monkeypatch:
 
 
 def test_cli_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from dispatchtrace.cli.errors import CliError
-    from dispatchtrace.cli.options import write_output as write
+    from dispatchtrace.cli._errors import CliError
+    from dispatchtrace.cli._options import write_output as write
 
     with pytest.raises(CliError, match="smaller depth"):
         write(_dense(220), tmp_path / "dense.png", ops=True)

@@ -7,7 +7,7 @@ import torch.nn as nn
 from models import traced
 
 from dispatchtrace.graph import Call, Op
-from dispatchtrace.views.flow import dataflow
+from dispatchtrace.views._flow import dataflow
 
 
 class Fork(nn.Module):

@@ -6,7 +6,8 @@ import torch
 import torch.nn as nn
 from models import traced
 
-from dispatchtrace.views.fold import Folding, fold, foldable_runs, range_label, signature
+from dispatchtrace.views import foldable_runs
+from dispatchtrace.views._fold import Folding, fold, range_label, signature
 
 
 def chain_of(n: int) -> nn.Module:

@@ -9,7 +9,8 @@ import torchvision
 from models import traced
 
 import dispatchtrace as dt
-from dispatchtrace.views.fold import foldable_runs, signature
+from dispatchtrace.views import foldable_runs
+from dispatchtrace.views._fold import signature
 
 
 def folded(g: dt.Graph, depth: int) -> list[str]:

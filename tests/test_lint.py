@@ -14,9 +14,9 @@ import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.graph import Graph
-from dispatchtrace.jsonvalues import OP_FIELDS
-from dispatchtrace.lint import LintError
+from dispatchtrace.graph.lint import LintError
 from dispatchtrace.serialize import FormatError, from_json, to_json
+from dispatchtrace.serialize._values import OP_FIELDS
 
 Data = dict[str, Any]
 

@@ -11,7 +11,8 @@ import torch.nn as nn
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
 
 import dispatchtrace as dt
-from dispatchtrace.views.costs import tensor_bytes
+from dispatchtrace.views._costs import tensor_bytes
+from dispatchtrace.views._summary import human
 
 CPU = torch.device("cpu")
 
@@ -92,7 +93,7 @@ def test_the_peak_is_the_largest_live_set_and_its_holders_add_up() -> None:
     buffers = sum(b.numel() * b.element_size() for b in net.buffers())
     assert m.baseline == params + buffers + x.numel() * 4  # every parameter and buffer is read here
     text = str(m)
-    assert text.startswith(f"peak {dt.views.summary.human(m.peak, 'B')} at %{m.peak_op.name}") and "saved for backward" in text
+    assert text.startswith(f"peak {human(m.peak, 'B')} at %{m.peak_op.name}") and "saved for backward" in text
 
 
 def _memtracked(net: nn.Module, x: torch.Tensor, backward: bool) -> tuple[dt.Graph, MemTracker]:

@@ -24,7 +24,7 @@ from models import coolcnn, traced
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
-from dispatchtrace.render import formats
+from dispatchtrace.render import _formats as formats
 
 
 def _strings(value: Any, where: str) -> None:

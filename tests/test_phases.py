@@ -13,9 +13,9 @@ import dispatchtrace as dt
 from dispatchtrace import cli
 from dispatchtrace.graph import PHASE_VIEWS
 from dispatchtrace.models import CoolCNN
-from dispatchtrace.render.dot import PHASE_FILL
-from dispatchtrace.views.costs import costs
-from dispatchtrace.views.phases import PhaseGraph, check_phase, phase_graph
+from dispatchtrace.render._dot import PHASE_FILL
+from dispatchtrace.views import costs, phase_graph
+from dispatchtrace.views._phases import PhaseGraph, check_phase
 
 
 def _step(model, x, y, opt):

@@ -9,7 +9,7 @@ import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.serialize import dumps, loads
-from dispatchtrace.views.query import resolve, span
+from dispatchtrace.views._query import resolve, span
 
 _MODEL = torchvision.models.resnet50(weights=None).eval()
 

@@ -18,8 +18,8 @@ import torch.nn as nn
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
-from dispatchtrace.render.html import HtmlOptions
-from dispatchtrace.render.ranks import ranks_page, ranks_payload
+from dispatchtrace.render._html import HtmlOptions
+from dispatchtrace.render._ranks import ranks_page, ranks_payload
 
 
 class Branchy(nn.Module):

@@ -18,13 +18,13 @@ from models import coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
-from dispatchtrace.cli.render import parser as render_parser
-from dispatchtrace.render import DotFailedError, DotNotFoundError, formats, notebook
-from dispatchtrace.render.diagram import DiagramOptions, run_dot
-from dispatchtrace.render.files import render
-from dispatchtrace.render.formats import Format, NoOptions
-from dispatchtrace.render.notebook import mimebundle
-from dispatchtrace.render.text import TreeOptions
+from dispatchtrace.cli._render import parser as render_parser
+from dispatchtrace.render import DotFailedError, DotNotFoundError, mimebundle, render
+from dispatchtrace.render import _formats as formats
+from dispatchtrace.render import _notebook as notebook
+from dispatchtrace.render._diagram import DiagramOptions, run_dot
+from dispatchtrace.render._formats import Format, NoOptions
+from dispatchtrace.render._text import TreeOptions
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
 
@@ -51,7 +51,7 @@ def test_dot_and_gv_are_source_only(cool: dt.Graph, tmp_path: Path) -> None:
 
 
 def test_txt_is_the_tree(cool: dt.Graph, tmp_path: Path) -> None:
-    pytest.importorskip("dispatchtrace.views.tree")
+    pytest.importorskip("dispatchtrace.views")
     path = cool.render(str(tmp_path / "cool.txt"), depth=1)
     assert path.read_text(encoding="utf-8") == str(cool.tree(1)) + "\n"
     assert "max_pool" in path.read_text(encoding="utf-8")

@@ -10,8 +10,10 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.forward import output_structure
-from dispatchtrace.replay import ReplayError, resolve_target, tensor_leaves
+from dispatchtrace._structure import tensor_leaves
+from dispatchtrace.replay import ReplayError
+from dispatchtrace.replay._forward import output_structure
+from dispatchtrace.replay._fx import resolve_target
 
 
 def _aten_targets(gm: torch.fx.GraphModule) -> list[str]:

@@ -171,7 +171,7 @@ def test_hooks_are_removed_when_entering_fails(monkeypatch: pytest.MonkeyPatch) 
     def fail(self: object) -> None:
         raise RuntimeError("no mode")
 
-    monkeypatch.setattr(sys.modules["dispatchtrace.capture"].OpMode, "__enter__", fail)
+    monkeypatch.setattr(sys.modules["dispatchtrace.recording._capture"].OpMode, "__enter__", fail)
     with pytest.raises(RuntimeError, match="no mode"), dt.capture():
         pass
     assert _top_hooks(False) is None

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from dispatchtrace.scope import Scope
+from dispatchtrace.recording._scope import Scope
 
 
 class _Boom(nn.Module):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,12 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.graph import Call, Graph, Op, Saved
-from dispatchtrace.jsonvalues import OP_EXTRA, OP_FIELDS
-from dispatchtrace.serialize import FormatError, Opaque, Record, _record, _unrecord, dumps, from_json, load, loads
-from dispatchtrace.tensors import TensorRef
-from dispatchtrace.views.costs import OpCost, costs
-from dispatchtrace.views.summary import LIVE_FIELDS
+from dispatchtrace.graph import Call, Graph, Group, Op, Opaque, Saved, Source, TensorRef
+from dispatchtrace.serialize import FormatError, dumps, from_json, load, loads
+from dispatchtrace.serialize._values import OP_EXTRA, OP_FIELDS, _record, _unrecord
+from dispatchtrace.views import costs
+from dispatchtrace.views._costs import OpCost
+from dispatchtrace.views._summary import LIVE_FIELDS
 
 
 def _kept(table: Any) -> list[dict[str, Any]]:
@@ -97,7 +96,7 @@ def test_loaded_graph_needs_no_model(resnet: tuple[nn.Module, Graph], tmp_path: 
     path = tmp_path / "r.json"
     g.save(path)
     data = json.loads(path.read_text())
-    assert data["format"] == "dispatchtrace" and data["version"] == 3
+    assert data["format"] == "dispatchtrace" and data["version"] == 4
     assert all(type(o) is list and len(o) == len(OP_FIELDS) for o in data["ops"])  # forward ops: no optional object
     assert data["params"]["total"] == sum(p.numel() for p in model.parameters())
     loaded = load(path)
@@ -132,7 +131,7 @@ def test_unknown_objects_keep_their_text() -> None:
         def __str__(self) -> str:
             return "<thing>"
 
-    from dispatchtrace.serialize import _unvalue, _value
+    from dispatchtrace.serialize._values import _unvalue, _value
 
     encoded = _value(Thing())
     assert encoded["text"] == "<thing>"
@@ -140,20 +139,23 @@ def test_unknown_objects_keep_their_text() -> None:
     assert isinstance(decoded, Opaque) and str(decoded) == "<thing>"
 
 
-def test_records_round_trip_for_source_lines() -> None:
-    # op.source (file, line, function, text) is saved as a generic record; our own classes come back as themselves
-    cost = OpCost(12, 48, (48,))
-    assert _unrecord(json.loads(json.dumps(_record(cost)))) == cost
-
-    @dataclass(frozen=True)
-    class Source:
-        file: str
-        line: int
-        function: str
-        text: str
-
-    back = _unrecord(json.loads(json.dumps(_record(Source("net.py", 12, "forward", "x = self.conv(x)")))))
-    assert isinstance(back, Record) and back.line == 12 and back.text == "x = self.conv(x)"
+def test_records_are_saved_under_stable_tags_and_unknown_ones_are_refused() -> None:
+    # a record is named by a tag that no module move changes, comes back as its class, and a record type this
+    # dispatchtrace does not know is a FormatError naming it, never a stand-in that draws as something else
+    src = Source("net.py", 12, "forward", "x = self.conv(x)")
+    saved = json.loads(json.dumps(_record(src)))
+    assert saved["$record"] == "Source" and _unrecord(saved) == src
+    group = Group("0", (0, 1), 1, "gloo")
+    assert _unrecord(json.loads(json.dumps(_record(group)))) == group
+    # the module paths formats 1-3 wrote load as the same classes
+    for path, value in [("dispatchtrace.source.Source", src), ("dispatchtrace.collectives.Group", group)]:
+        assert _unrecord({**json.loads(json.dumps(_record(value))), "$record": path}) == value
+    with pytest.raises(FormatError, match="'dispatchtrace.views.costs.OpCost', which this dispatchtrace does not know"):
+        _unrecord({"$record": "dispatchtrace.views.costs.OpCost", "fields": {"flops": 1}})
+    with pytest.raises(FormatError, match="damaged"):
+        _unrecord({"$record": "Source", "fields": {"file": "a.py"}})
+    with pytest.raises(TypeError, match="add it to RECORDS"):
+        _record(OpCost(12, 48, (48,)))
 
 
 def test_source_lines_round_trip_through_a_shared_table() -> None:
@@ -217,14 +219,14 @@ def test_newer_version_and_foreign_json(tmp_path: Path) -> None:
     with dt.capture(lin) as g:
         lin(x)
     data = json.loads(dumps(g))
-    data["version"] = 4
+    data["version"] = 5
     with pytest.raises(FormatError, match="newer"):
         loads(json.dumps(data))
     with pytest.raises(FormatError, match="not a dispatchtrace capture"):
         loads('{"nodes": []}')
     with pytest.raises(FormatError, match="not a dispatchtrace capture"):
         loads("[1, 2]")
-    data["version"] = 3
+    data["version"] = 4
     old = _as_objects(data, 2)
     del old["ops"][0]["target"]
     with pytest.raises(FormatError, match="damaged"):
@@ -250,7 +252,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
     # a new field on Op / Call / TensorRef / Graph must be added to serialize.py (and docs/format.md)
     from dataclasses import fields
 
-    from dispatchtrace.records import Rare
+    from dispatchtrace.graph import Rare
 
     saved = {
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "is_view",
@@ -324,7 +326,7 @@ def test_version_must_be_the_integer_this_reader_reads() -> None:
         lin(torch.ones(1, 4))
     data = json.loads(dumps(g))
     for version, word in (("1", "not an integer"), (1.0, "not an integer"), (True, "not an integer"),
-                          (0, "older"), (4, "newer")):
+                          (0, "older"), (5, "newer")):
         with pytest.raises(FormatError, match=word):
             loads(json.dumps({**data, "version": version}))
 
@@ -363,8 +365,30 @@ def test_a_format_2_file_written_by_the_previous_writer_still_loads() -> None:
                  op.source and (op.source.line, op.source.text)) for op in graph.ops]
     assert any(f[0] == "backward" and f[1] for f in fields(g)) and any(f[3] for f in fields(g))  # origin, param
     assert [f[:4] for f in fields(loaded)] == [f[:4] for f in fields(g)]
-    assert fields(loads(dumps(loaded))) == fields(loaded)  # written again as format 3, read back the same
-    assert json.loads(dumps(loaded))["version"] == 3
+    assert fields(loads(dumps(loaded))) == fields(loaded)  # written again as format 4, read back the same
+    assert json.loads(dumps(loaded))["version"] == 4
+
+
+def test_format_3_files_written_by_dispatchtrace_0_1_0_still_load() -> None:
+    """golden/format3_*.json: saved by the format 3 writer (main at 0eddc0e, the flat layout), whose records are
+    named by module paths (``dispatchtrace.source.Source``, ``dispatchtrace.collectives.Group``) that no longer
+    exist: they load as the same classes, through serialize.LEGACY."""
+    text = (GOLDEN / "format3_mlp_backward.json").read_text()
+    assert json.loads(text)["version"] == 3 and '"dispatchtrace.source.Source"' in text
+    loaded, (_, g) = loads(text), _mlp()
+    assert str(loaded) == str(g) and repr(loaded) == repr(g) and loaded.costs().total == g.costs().total
+    assert all(type(op.source) is Source for op in loaded.ops if op.source is not None)
+    assert [op.source.text for op in loaded.ops if op.source] == [op.source.text for op in g.ops if op.source]
+    text = (GOLDEN / "format3_allreduce.json").read_text()
+    assert '"dispatchtrace.collectives.Group"' in text
+    loaded = loads(text)
+    reduce = loaded.op("allreduce_")
+    assert reduce.args[1] == Group("0", (0,), 0, "gloo") and type(reduce.args[1]) is Group
+    assert str(loaded).splitlines()[2] == ("%allreduce_ = c10d.allreduce_.default([%mul], group 0 [0], 'sum', None, "
+                                           "False) -> f32[4]  # AR")
+    again = json.loads(dumps(loaded))  # written again under the stable tags
+    assert again["version"] == 4 and {r["$record"] for r in again["sources"]} == {"Source"}
+    assert loads(json.dumps(again)).op("allreduce_").args[1] == reduce.args[1]
 
 
 def test_format_3_rows_carry_the_optional_fields_in_a_trailing_object() -> None:

@@ -9,9 +9,8 @@ import torch.nn as nn
 from models import traced
 
 import dispatchtrace as dt
-from dispatchtrace.graph import Op
-from dispatchtrace.source import Source
-from dispatchtrace.views.statements import Statements, key, label, owner, owner_class, statement_runs, where
+from dispatchtrace.graph import Op, Source
+from dispatchtrace.views._statements import Statements, key, label, owner, owner_class, statement_runs, where
 
 
 class Net(nn.Module):

@@ -12,7 +12,7 @@ from golden_text import golden
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
-from dispatchtrace.views.summary import human
+from dispatchtrace.views._summary import human
 
 
 def test_golden_coolcnn_summary() -> None:
@@ -114,7 +114,7 @@ def test_summary_depth_is_the_one_depth_type() -> None:
         model(torch.ones(1, 4))
     assert [r.label for r in g.summary()] == ["Sequential", "0", "0.0", "1"]
     assert [r.label for r in g.summary(1)] == ["Sequential", "0", "1"]
-    for named in ("all", "ops", "auto"):  # no op rows: every call, as documented in dispatchtrace.depth
+    for named in ("all", "ops", "auto"):  # no op rows: every call, as documented in graph/_depth.py
         assert [r.label for r in g.summary(named)] == ["Sequential", "0", "0.0", "1"]
     for bad in (None, -1, "x", True, 1.5):
         with pytest.raises(ValueError, match="depth must be an int >= 0 .*'auto', 'ops' or 'all'"):

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import dispatchtrace as dt
-from dispatchtrace.views.summary import LIVE_FIELDS
+from dispatchtrace.views._summary import LIVE_FIELDS
 
 
 class _Block(nn.Module):

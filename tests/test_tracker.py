@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from dispatchtrace.builder import GraphBuilder
-from dispatchtrace.graph import Op
-from dispatchtrace.tensors import Kind
-from dispatchtrace.tracker import Tracker
+from dispatchtrace.graph import GraphBuilder, Kind, Op
+from dispatchtrace.recording._tracker import Tracker
 
 
 def _tracker() -> tuple[Tracker, list[torch.Tensor]]:

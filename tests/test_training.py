@@ -11,8 +11,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 import dispatchtrace as dt
-from dispatchtrace.autograd import running_node
 from dispatchtrace.graph import Call, Graph, Op
+from dispatchtrace._torch import running_node
 
 
 def _mlp() -> nn.Sequential:
@@ -404,7 +404,7 @@ def test_views_and_files_work_on_a_training_step(tmp_path) -> None:  # noqa: ANN
 def test_verify_checks_the_forward_of_a_capture_whose_block_also_trained() -> None:
     from torch.utils.checkpoint import checkpoint as ckpt
 
-    from dispatchtrace.verify import check
+    from dispatchtrace.replay._verify import check
 
     class Scaled(nn.Module):
         def __init__(self) -> None:

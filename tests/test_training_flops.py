@@ -14,7 +14,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
-from dispatchtrace.views.costs import total_flops
+from dispatchtrace.views._costs import total_flops
 
 
 class Block(nn.Module):

@@ -11,7 +11,8 @@ from models import coolcnn as seed_coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
-from dispatchtrace.views.tree import Tree, TreeNode
+from dispatchtrace.views import Tree
+from dispatchtrace.views._tree import TreeNode
 
 
 def run(model: nn.Module, *inputs: torch.Tensor, train: bool = False) -> dt.Graph:
@@ -292,7 +293,7 @@ def test_coolcnn_statements_name_branches_and_group_lines(seed):
     main, side = par.children
     assert main.kind == side.kind == "branch"
     assert main.text == "main_path = self.max_pool(torch.relu(self.initial_conv(x)))"
-    assert main.where == f"models.py:{main.source.line}" and main.line.endswith(main.where)
+    assert main.where == f"coolcnn.py:{main.source.line}" and main.line.endswith(main.where)
     assert texts(main) == ["initial_conv (Conv2d)", "aten::relu", "max_pool#0 (MaxPool2d)"]
     assert side.text == "parallel_path = self.max_pool(torch.relu(self.parallel_conv(x)))"
     assert (avg.kind, avg.text) == ("statement", "x = (main_path + parallel_path) / 2")
@@ -392,7 +393,7 @@ def test_library_modules_group_nothing():
 
 
 def test_resnet50_bottleneck_lines_hold_one_item_each(resnet50):
-    from dispatchtrace.views.statements import Statements
+    from dispatchtrace.views._statements import Statements
 
     # torchvision writes one call per line (out = self.conv1(x), out += identity): nothing to group
     assert str(resnet50.tree(statements=True)) == str(resnet50.tree())
@@ -426,7 +427,7 @@ ZOO = torchvision.models.list_models(module=torchvision.models)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_tree_shows_every_op_exactly_once(name):
-    from dispatchtrace.cli.models import load_model, parse_inputs
+    from dispatchtrace.cli._models import load_model, parse_inputs
 
     model = load_model(name, device="meta")
     x = parse_inputs(["1x3x299x299" if name == "inception_v3" else "1x3x224x224"], device="meta")

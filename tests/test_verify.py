@@ -8,7 +8,7 @@ import torch.nn as nn
 import torchvision
 
 import dispatchtrace as dt
-from dispatchtrace.verify import VerifyReport
+from dispatchtrace.replay._verify import VerifyReport
 
 
 class Hidden(nn.Module):
@@ -220,8 +220,8 @@ def test_the_verify_command_reports_a_bad_input_in_one_line(capsys: pytest.Captu
 
 def test_probe_sees_the_ops_the_capture_records() -> None:
     """verify locates a difference by op index, so its probe and the capture must share one dispatch mode."""
-    from dispatchtrace.capture import OpMode
-    from dispatchtrace.verify import _probe
+    from dispatchtrace.recording import OpMode
+    from dispatchtrace.replay._locate import _probe
 
     model, x = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)), torch.ones(2, 4, requires_grad=True)
     with dt.capture(model) as g:

@@ -13,10 +13,9 @@ from models import coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
-from dispatchtrace.render import formats
-from dispatchtrace.render.html import SCRIPTS, WORKER, HtmlOptions, page, payload
-from dispatchtrace.views.fold import foldable_runs
-from dispatchtrace.views.noise import noise_ops
+from dispatchtrace.render import _formats as formats
+from dispatchtrace.render._html import SCRIPTS, WORKER, HtmlOptions, page, payload
+from dispatchtrace.views import foldable_runs, noise_ops
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +116,7 @@ def test_render_and_the_cli_write_the_viewer(cool: dt.Graph, tmp_path: Path, cap
 
 
 def test_a_notebook_shows_the_viewer_inline(cool: dt.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dispatchtrace.render import notebook
+    from dispatchtrace.render import _notebook as notebook
 
     bundle = cool._repr_mimebundle_()  # `g` as a cell's last line
     m = re.fullmatch(r'<iframe srcdoc="([^"]*)" sandbox="allow-scripts allow-downloads" style="[^"]*"></iframe>', bundle["text/html"])

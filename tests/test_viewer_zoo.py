@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import dispatchtrace as dt
-from dispatchtrace.render.html import VERSION
+from dispatchtrace.render._html import VERSION
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import zoo  # noqa: E402

@@ -15,8 +15,8 @@ import torch
 
 import dispatchtrace as dt
 from dispatchtrace.graph import Call, Op
-from dispatchtrace.views.fold import foldable_runs
-from dispatchtrace.views.tree import TreeNode
+from dispatchtrace.views import foldable_runs
+from dispatchtrace.views._tree import TreeNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import zoo  # noqa: E402  (zoo_libraries imports it by this name)

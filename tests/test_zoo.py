@@ -60,7 +60,7 @@ def test_zoo(spec: zoo.Spec, device: str, request: pytest.FixtureRequest) -> Non
 @pytest.mark.slow
 def test_the_detection_model_replays_its_list_of_dicts() -> None:
     import dispatchtrace as dt
-    from dispatchtrace.verify import _constant_values
+    from dispatchtrace.replay._locate import _constant_values
 
     spec = next(s for s in SPECS if s.name == "fasterrcnn_mobilenet_v3_large_320_fpn")
     torch.manual_seed(0)

@@ -6,10 +6,10 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from ..errors import one_line
-from .errors import CliError
+from .._text import one_line
+from ._errors import CliError
 
-#: subcommands by first argument; each is a module ``dispatchtrace.cli.<name>`` with ``run(argv) -> int``
+#: subcommands by first argument; each is a module ``dispatchtrace.cli._<name>`` with ``run(argv) -> int``
 SUBCOMMANDS = ("demo", "mismatch", "render", "verify")
 
 
@@ -40,9 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: list[str]) -> Callable[[list[str]], int]:
     name = args[0] if args and args[0] in SUBCOMMANDS else "trace"
     try:
-        module = importlib.import_module(f"{__name__}.{name}")
+        module = importlib.import_module(f"{__name__}._{name}")
     except ModuleNotFoundError as e:
-        if e.name != f"{__name__}.{name}":
+        if e.name != f"{__name__}._{name}":
             raise
         raise CliError(f"the '{name}' command is not available in this version of dispatchtrace") from None
     return module.run

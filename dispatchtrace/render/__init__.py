@@ -1,6 +1,12 @@
 """Renderers: text, DOT, files, through one registry of formats. Only this layer imports graphviz or writes files."""
 
-from .errors import DotFailedError, DotNotFoundError
-from .estimate import DiagramTooLargeError
+from ..errors import DotFailedError, DotNotFoundError
+from ._dot import Layout, Rankdir, to_dot
+from ._estimate import DiagramTooLargeError
+from ._files import render
+from ._formats import for_path, help_text, suffixes
+from ._notebook import mimebundle
+from ._ranks import write_ranks
 
-__all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError"]
+__all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Layout", "Rankdir", "for_path", "help_text",
+           "mimebundle", "render", "suffixes", "to_dot", "write_ranks"]

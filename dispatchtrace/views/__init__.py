@@ -1,1 +1,23 @@
-"""Views: pure functions from a captured graph to smaller structures."""
+"""Views: pure functions from a captured graph to smaller frozen records that print themselves."""
+
+from ._attrs import attributes, attributes_text
+from ._collapse import CollapsedGraph, Edge, Group, Node, Predicate, collapse, resolve_depth
+from ._collectives import Collective, Collectives, collectives
+from ._costs import Costs, costs
+from ._fold import foldable_runs
+from ._layers import layering
+from ._memory import Memory, memory
+from ._mismatch import agreement_key, mismatch, sequences
+from ._noise import noise_ops
+from ._phases import phase_graph
+from ._query import CallRef, calls_of, find_calls, find_ops, ops_between
+from ._summary import Summary, summary
+from ._tree import Tree, tree
+
+__all__ = [
+    "CallRef", "CollapsedGraph", "Collective", "Collectives", "Costs", "Edge", "Group", "Memory", "Node", "Predicate",
+    "Summary", "Tree",
+    "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collectives", "costs", "find_calls",
+    "find_ops", "foldable_runs", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
+    "resolve_depth", "sequences", "summary", "tree",
+]

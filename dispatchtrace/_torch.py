@@ -1,0 +1,50 @@
+"""The one module that wraps torch's private calls: every use of ``torch._C`` and of torch's private
+Python helpers the package makes at capture time goes through a name defined here.
+
+>>> graph_task_id()  # outside autograd's backward
+-1
+>>> running_node() is None, fake_mode_running()
+(True, False)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+graph_task_id = torch._C._current_graph_task_id
+"""``-1`` outside autograd's backward, else the id of the backward (graph task) running on this thread."""
+
+disable_current_modes = _disable_current_modes
+"""A context manager that sets every dispatch mode aside (dispatchtrace's own reads of a tensor are no ops)."""
+
+_FAKE = torch._C._TorchDispatchModeKey.FAKE
+
+
+def running_node() -> Any:
+    """The autograd node whose backward runs on this thread now (``None`` outside backward)."""
+    return torch._C._current_autograd_node()
+
+
+def fake_mode_running() -> bool:
+    """Whether a ``FakeTensorMode`` is running the op (DTensor's sharding propagation)."""
+    return torch._C._get_dispatch_mode(_FAKE) is not None
+
+
+def saved_hooks_disabled() -> bool:
+    """Whether saved-tensor hooks are disabled here (inside ``torch.func.grad`` and the other transforms)."""
+    return torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is not None
+
+
+def top_saved_hooks() -> Any:
+    """The saved-tensor hooks in place now (an enclosing capture's, ``save_on_cpu``), or ``None``."""
+    return torch._C._autograd._top_saved_tensors_default_hooks(False)
+
+
+def has_values(t: torch.Tensor) -> bool:
+    """False for meta and fake tensors (``FakeTensorMode``): they have shapes, dtypes and strides, no data."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return t.device.type != "meta" and not is_fake(t)

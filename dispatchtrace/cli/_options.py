@@ -1,0 +1,164 @@
+"""What the commands share: the model options, the view options (``--depth``, ``--at``, ...), ``-o``, the forward-error message."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._text import one_line
+from ..graph import Depth, check_depth
+from ._errors import CliError
+
+if TYPE_CHECKING:
+    from ..graph import Graph, PhaseView
+    from ..views import Tree
+
+
+def parse_depth(text: str) -> Depth:
+    """``--depth N|auto|ops|all`` (see ``graph/_depth.py``), else an argparse error naming the accepted values.
+
+    >>> parse_depth("2"), parse_depth("auto")
+    (2, 'auto')
+    """
+    value: object = int(text) if text.strip().lstrip("-").isdigit() else text.strip()
+    try:
+        return check_depth(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N (a whole number >= 0), auto, ops or all; got {text!r}") from None
+
+
+def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None:
+    """MODEL, --input, --dtype, --device and --seed: how the commands that build a model are told which."""
+    from ._models import parse_dtype, parse_shape
+
+    p.add_argument("model", metavar="MODEL",
+                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
+    p.add_argument("-i", "--input", action="append", type=parse_shape, default=[], metavar="SHAPE",
+                   help="input shape: sizes >= 1 joined by x, such as 1x3x224x224; repeat for several inputs "
+                   "(default: the model's input_shape, else 1x3x224x224)")
+    p.add_argument("--dtype", type=parse_dtype, default="float32", metavar="DTYPE",
+                   help="float32 (default), float16, bfloat16, int64, ...: a float dtype casts the inputs and the "
+                   "model's floating-point parameters and buffers; an integer or bool dtype gives random 0/1 inputs "
+                   "(token ids) and leaves the model as it is")
+    p.add_argument("--device", default="cpu", choices=["cpu", "meta", "cuda"], help=device_help)
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed for the model's initial weights and the random inputs (default 0)")
+
+
+def add_view_arguments(p: argparse.ArgumentParser, *, summary: bool = False) -> None:
+    """--depth, --ops, --noise, --at and --statements: what the tree (and each ``-o`` file) shows."""
+    p.add_argument("--depth", type=parse_depth, default=None, metavar="N|auto|ops|all",
+                   help="open module calls down to depth N (the model's call is 0); auto: a readable depth; ops: every op; "
+                   f"all: every call (see docs/cli.md); default: all for the tree{' and summary' if summary else ''}, "
+                   "auto for diagrams")
+    p.add_argument("--ops", action="store_true", help="also list the ATen ops inside the calls shown")
+    p.add_argument("--noise", action="store_true",
+                   help="show the bookkeeping ops nothing reads (autograd's detach, batch-norm counters), hidden by default")
+    p.add_argument("--at", metavar="CALL", default=None,
+                   help="start the tree at this module call, named by its label as the tree prints it (layer1.0, "
+                   "layer1.0.relu#2); --depth counts from it")
+    p.add_argument("--statements", action="store_true",
+                   help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
+    p.add_argument("--phase", choices=["forward", "backward", "all"], default="forward",
+                   help="of a training step: the forward ops (default), the backward ops under the forward call they "
+                   "belong to, or both (docs/training.md)")
+
+
+def add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """-o FILE (repeatable) and --tree: what the commands that write files share."""
+    from ..render import help_text
+
+    p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
+                   help=f"write FILE; the format comes from the suffix: {help_text()}; repeatable")
+    p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
+
+
+def check_outputs(paths: Sequence[str]) -> None:
+    """Refuse a file whose suffix no registered format has, before any work is done."""
+    from ..render import for_path, suffixes
+
+    for out in paths:
+        if for_path(out) is None:
+            raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(suffixes())}")
+
+
+def tree_of(graph: Graph, depth: Depth | None, *, ops: bool = False, noise: bool = False, at: str | None = None,
+            statements: bool = False, phase: PhaseView = "forward") -> Tree:
+    """``graph.tree(...)`` (``depth`` not given: ``"all"``) with an unknown or ambiguous ``at`` label as a ``CliError``."""
+    try:
+        return graph.tree("all" if depth is None else depth, ops=ops, noise=noise, at=at, statements=statements,
+                          phase=phase)
+    except (ValueError, KeyError) as e:
+        raise CliError(str(e.args[0]) if e.args else str(e)) from e
+
+
+def write_output(graph: Graph, path: str | Path, *, depth: Depth | None = None, ops: bool = False, noise: bool = False,
+                 at: str | None = None, statements: bool = False, phase: PhaseView = "forward") -> Path:
+    """``graph.render(path, ...)`` for one ``-o`` file; an unknown ``at`` label or a ``dot`` failure is a
+    ``CliError`` (their messages already say what to do).
+
+    Without ``depth``, a ``.txt`` tree is ``"all"`` (the tree as printed), diagrams are ``"ops"``
+    with ``ops``, else ``"auto"``.
+    """
+    from ..render import DiagramTooLargeError, DotFailedError, DotNotFoundError, for_path
+
+    if depth is None:
+        fmt = for_path(path)
+        depth = "all" if fmt is not None and fmt.name == "tree" else ("ops" if ops else "auto")
+    try:
+        return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
+    except (DotNotFoundError, DotFailedError, DiagramTooLargeError) as e:
+        raise CliError(str(e)) from e
+    except (ValueError, KeyError) as e:
+        raise CliError(str(e.args[0]) if e.args else str(e)) from e
+    except (FileExistsError, NotADirectoryError) as e:  # a folder on the way is a file
+        raise CliError(f"cannot write {path}: {e.filename} is a file, not a folder") from e
+    except OSError as e:
+        raise CliError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def write_outputs(graph: Graph, args: argparse.Namespace, *, stdout: bool = True) -> None:
+    """Write each ``-o`` file with the view options in ``args``, reporting ``wrote FILE`` (on stderr when
+    ``stdout`` is false, so it stays free for the tree) and a note for options a format does not use."""
+    for out in args.output:
+        write_output(graph, out, depth=args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
+                     phase=getattr(args, "phase", "forward"))
+        print(f"wrote {out}", file=sys.stdout if stdout else sys.stderr)
+        note = unused_options(out, at=args.at, statements=args.statements)
+        if note:
+            print(note, file=sys.stderr)
+
+
+def unused_options(path: str | Path, **given: object) -> str | None:
+    """A note naming the options given (``at="layer1"``) that the format of ``path`` does not take, else ``None``.
+
+    >>> unused_options("x.svg", at="layer1", statements=False, noise=True)
+    'note: --at shapes the tree only; x.svg does not use it'
+    >>> unused_options("x.txt", at="layer1") is None
+    True
+    """
+    import dataclasses
+
+    from ..render import for_path
+
+    fmt = for_path(path)
+    if fmt is None:
+        return None
+    fields = {f.name for f in dataclasses.fields(fmt.options)}
+    unused = [f"--{name}" for name, value in given.items() if value not in (None, False) and name not in fields]
+    if not unused:
+        return None
+    them = "them" if len(unused) > 1 else "it"
+    return f"note: {' and '.join(unused)} {'shape' if len(unused) > 1 else 'shapes'} the tree only; {path} does not use {them}"
+
+
+def forward_error(name: str, inputs: Sequence[Any], error: Exception) -> CliError:
+    """The one line for a forward pass that raised: the model, the input shapes, the error's first line."""
+    shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
+    ints = any(not (t.dtype.is_floating_point or t.dtype.is_complex) for t in inputs)
+    hint = "; an integer --dtype gives token ids, for models that take them" if ints else ""
+    return CliError(f"the forward pass of {name} on input {shapes} raised {one_line(error)}"
+                    f" (check --input and --dtype{hint})")

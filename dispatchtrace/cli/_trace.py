@@ -1,0 +1,102 @@
+"""``dispatchtrace MODEL``: capture one forward pass (or, ``--train``, one training step), print its tree or write diagrams."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import torch
+
+from .._version import __version__
+from ..graph import Graph
+from ..recording import capture
+from ._errors import ArgumentParser
+from ._models import load_model, parse_inputs
+from ._options import (
+    add_model_arguments,
+    add_output_arguments,
+    add_view_arguments,
+    check_outputs,
+    forward_error,
+    tree_of,
+    write_outputs,
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="dispatchtrace",
+        description="Capture every ATen op of one forward pass and show it as a tree of module calls "
+        "with parallel branches, or write diagrams. Other commands: `dispatchtrace demo [DIR]`, "
+        "`dispatchtrace render`, `dispatchtrace verify`, `dispatchtrace mismatch`.",
+        examples=["dispatchtrace resnet50 --depth 2", "dispatchtrace coolcnn -o cool.svg -o cool.pdf",
+                  "dispatchtrace resnet18 --at layer1.0 --ops", "dispatchtrace resnet18 --dtype bfloat16 --device meta",
+                  "dispatchtrace coolcnn -o trace.json", "dispatchtrace coolcnn --train --phase backward --summary",
+                  "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64", "dispatchtrace ./nets.py:Net --input 2x16"],
+    )
+    add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
+    add_view_arguments(p)
+    add_output_arguments(p)
+    p.add_argument("--train", action="store_true",
+                   help="capture a training step instead: forward, a loss (cross-entropy against class 0 for a 2-D "
+                   "output, else the mean square of the output), backward and an SGD step (docs/training.md)")
+    p.add_argument("--summary", action="store_true", help="print the summary table instead of the tree")
+    p.add_argument("--version", action="version", version=f"dispatchtrace {__version__}")
+    return p
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    check_outputs(args.output)
+    torch.manual_seed(args.seed)
+    model = load_model(args.model, device=args.device, dtype=args.dtype)
+    inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
+    graph = train_step(model, inputs, name=args.model) if args.train else trace(model, inputs, name=args.model)
+    if graph.notes:  # what the capture could not see (a scripted module's calls): one line
+        print("dispatchtrace: note: " + " ".join(graph.notes), file=sys.stderr)
+    if args.summary:
+        print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
+    if (not args.output and not args.summary) or args.tree:
+        print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
+                      phase=args.phase))
+    write_outputs(graph, args, stdout=not (args.tree or args.summary))
+    return 0
+
+
+def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
+    """One captured forward pass under ``torch.no_grad()``; a forward that raises becomes a ``CliError``."""
+    try:
+        with torch.no_grad(), capture(model) as graph:
+            model(*inputs)
+    except Exception as e:
+        raise forward_error(name, inputs, e) from e
+    return graph
+
+
+def loss_of(output: object) -> torch.Tensor:
+    """The ``--train`` loss: cross-entropy against class 0 for a 2-D float output (logits), else the mean
+    square of the (first) float output."""
+    import torch.nn.functional as F
+
+    out = output[0] if isinstance(output, (tuple, list)) else getattr(output, "logits", output)
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        raise TypeError(f"--train needs a floating-point tensor output to make a loss from, not {type(out).__name__}")
+    if out.dim() == 2:
+        return F.cross_entropy(out.float(), torch.zeros(out.shape[0], dtype=torch.int64, device=out.device))
+    return out.float().pow(2).mean()
+
+
+def train_step(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
+    """One captured training step: forward, ``loss_of``, backward and ``torch.optim.SGD``'s step (the model in
+    train mode); a step that raises becomes a ``CliError``."""
+    model.train()
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
+    try:
+        with capture(model) as graph:
+            loss_of(model(*inputs)).backward()
+            opt.step()
+            opt.zero_grad()
+    except Exception as e:
+        raise forward_error(name, inputs, e) from e
+    return graph

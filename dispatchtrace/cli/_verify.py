@@ -1,0 +1,41 @@
+"""``dispatchtrace verify MODEL``: capture one forward, replay it as ATen ops, print the comparison."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from ..replay import verify
+from ._errors import ArgumentParser
+from ._models import load_model, parse_inputs
+from ._options import add_model_arguments, forward_error
+
+
+def parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="dispatchtrace verify",
+        description="Capture one forward pass (under torch.no_grad), rebuild it as a torch.fx graph of the "
+        "captured ATen ops, run that on the same inputs and compare. Exit status 0 when the replay reproduces "
+        "every output, 1 when it does not (the report names the first op that differs).",
+        examples=["dispatchtrace verify resnet50 --input 1x3x224x224", "dispatchtrace verify coolcnn",
+                  "dispatchtrace verify resnet18 --dtype bfloat16 --device meta"],
+    )
+    add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes, dtypes and strides are compared")
+    return p
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    torch.manual_seed(args.seed)
+    model = load_model(args.model, device=args.device, dtype=args.dtype)
+    inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
+    try:
+        with torch.no_grad():
+            report = verify(model, *inputs)
+    except Exception as e:
+        raise forward_error(args.model, inputs, e) from e
+    print(dataclasses.replace(report, model=args.model))
+    return 0 if report else 1

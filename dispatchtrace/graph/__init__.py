@@ -1,0 +1,26 @@
+"""The data model: every record a capture or a saved file holds, the one builder, users, depth and lint.
+
+A leaf: nothing here imports a layer above it (``Graph``'s methods are doors that import the view,
+renderer or replay they call inside the method). ``docs/semantics.md`` says what each record means.
+"""
+
+from ._builder import GraphBuilder
+from ._depth import AUTO_BUDGET, Depth, check_depth
+from ._dtensor import DTensorOp
+from ._graph import Graph
+from ._group import Group, is_collective, ranks_text
+from ._literal import Literal
+from ._opaque import Opaque
+from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Rare, Saved, new_call, op_ranges
+from ._schema import SCHEMAS, OpSchema, overload_of, schema_of
+from ._source import Source
+from ._tensors import Kind, TensorRef, itemsize, shape_text, shares_storage
+from ._users import Users
+
+__all__ = [
+    "AUTO_BUDGET", "PHASES", "PHASE_VIEWS", "SCHEMAS",
+    "Call", "Child", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op", "OpSchema",
+    "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "TensorRef", "Users",
+    "check_depth", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text", "schema_of",
+    "shape_text", "shares_storage",
+]

@@ -1,0 +1,205 @@
+"""The captured graph: ops linked by data dependencies, and the tree of module calls."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._depth import AUTO_BUDGET
+from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Saved, new_call, op_ranges
+from ._tensors import TensorRef
+
+__all__ = ["PHASES", "PHASE_VIEWS", "Call", "Child", "Graph", "Op", "Phase", "PhaseView", "Saved", "new_call",
+           "op_ranges"]
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+    from pathlib import Path
+
+    import graphviz
+    import torch.fx as fx
+    import torch.nn as nn
+
+    from ..render import Layout, Rankdir
+    from ..replay import Constants
+    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, Predicate, Summary, Tree
+    from ._depth import Depth
+    from ._literal import Literal
+
+
+class Graph:
+    """What one ``capture`` block recorded.
+
+    ``ops`` in execution order, every phase (``op.phase``), ``calls`` in entry order (the root excluded), ``root`` the
+    synthetic call that encloses the block, ``inputs`` / ``outputs`` of the block,
+    ``error`` the exception that ended the block early, if any. ``constants`` holds the
+    values of literal constants by name (``literals.Literal``); ``saved`` the storages autograd saved
+    for backward (``Saved``, one each, in the order first saved); ``notes`` what the capture could
+    not see (a ``torch.jit.script`` module's inner calls, a ``torch.compile``'d model run eagerly),
+    one sentence each.
+    """
+
+    def __init__(self) -> None:
+        self.root: Call = new_call("", "<capture>", 0, None)
+        self.ops: list[Op] = []
+        self.calls: list[Call] = []
+        self.inputs: list[TensorRef] = []
+        self.outputs: list[TensorRef] = []
+        self.saved: list[Saved] = []
+        self.constants: dict[str, Literal] = {}
+        self.error: BaseException | None = None
+        self.complete: bool = False
+        self.notes: list[str] = []
+
+    def __str__(self) -> str:
+        return "\n".join(str(op) for op in self.ops)
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "recording"
+        err = f", error={type(self.error).__name__}" if self.error is not None else ""
+        return f"<dispatchtrace.Graph {len(self.ops)} ops, {len(self.calls)} calls, {state}{err}>"
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def lint(self) -> None:
+        """Check every invariant ``docs/semantics.md`` promises; raise ``LintError`` naming the first broken one."""
+        from .lint import lint
+
+        lint(self)
+
+    # ---- views and exports: thin doors to the modules that implement them -----------------
+    # (imports are local: graph is the data model, the layers above it import graph, not back)
+
+    # Depth: one type and one meaning for every method below; see ``graph/_depth.py``.
+
+    def collapse(self, depth: Depth = "ops", *, predicate: Predicate | None = None, fold: bool = False,
+                 params: bool = False, noise: bool = False, phase: PhaseView = "forward") -> CollapsedGraph:
+        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``
+        (``phase``: what of a training step, ``views.phases``)."""
+        from ..views import collapse, phase_graph
+
+        return collapse(phase_graph(self, phase), depth, predicate=predicate, fold=fold, params=params, noise=noise)
+
+    def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
+             statements: bool = False, phase: PhaseView = "forward") -> Tree:
+        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``."""
+        from ..views import tree
+
+        return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
+
+    def to_dot(self, depth: Depth = "auto", *, predicate: Predicate | None = None, fold: bool = True,
+               params: bool = False, noise: bool = False, rankdir: Rankdir = "TB", edge_labels: bool = True,
+               max_nodes: int = AUTO_BUDGET, title: str | None = None, source: bool = True,
+               layout: Layout = "auto", phase: PhaseView = "forward") -> graphviz.Digraph:
+        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``."""
+        from ..render import to_dot
+
+        return to_dot(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, rankdir=rankdir,
+                      edge_labels=edge_labels, max_nodes=max_nodes, title=title, source=source, layout=layout,
+                      phase=phase)
+
+    def render(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str | None = None,  # noqa: A002 - the public keyword
+        depth: Depth = "auto",
+        ops: bool = False,
+        noise: bool = False,
+        at: str | Call | None = None,
+        statements: bool = False,
+        predicate: Predicate | None = None,
+        fold: bool = True,
+        params: bool = False,
+        rankdir: Rankdir = "TB",
+        edge_labels: bool = True,
+        max_nodes: int = AUTO_BUDGET,
+        title: str | None = None,
+        source: bool = True,
+        layout: Layout = "auto",
+        force: bool = False,
+        phase: PhaseView = "forward",
+    ) -> Path:
+        """Write a diagram, the tree or the capture to ``path``, the format from its suffix or ``format=``;
+        returns the path written. See ``render.files.render`` for the formats and which options each takes
+        (``force`` draws a diagram ``dot`` would take over a minute to lay out)."""
+        from ..render import render
+
+        return render(self, path, format=format, depth=depth, ops=ops, noise=noise, at=at, statements=statements,
+                      predicate=predicate, fold=fold, params=params, rankdir=rankdir, edge_labels=edge_labels,
+                      max_nodes=max_nodes, title=title, source=source, layout=layout, force=force, phase=phase)
+
+    def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
+        """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""
+        from ..render import mimebundle
+
+        return mimebundle(self, include, exclude)
+
+    def to_fx(self, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
+        """A ``torch.fx.GraphModule`` that re-runs the captured ATen ops; see ``replay.to_fx``."""
+        from ..replay import to_fx
+
+        return to_fx(self, model, constants=constants)
+
+    def costs(self) -> Costs:
+        """Per-op FLOPs and bytes, per-call totals and parameters (cached); see ``views.costs``."""
+        from ..views import costs
+
+        return costs(self)
+
+    def memory(self) -> Memory:
+        """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views.memory``."""
+        from ..views import memory
+
+        return memory(self)
+
+    def collectives(self) -> Collectives:
+        """The collective ops (c10d and functional), in order, with group and bytes; see ``views.collectives``."""
+        from ..views import collectives
+
+        return collectives(self)
+
+    def summary(self, depth: Depth = "all", *, phase: PhaseView = "forward") -> Summary:
+        """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""
+        from ..views import summary
+
+        return summary(self, depth, phase=phase)
+
+    def find_ops(self, target: str = "*", *, path: str | None = None, type: str | None = None,
+                 direct: bool = False) -> list[Op]:
+        """Ops by target pattern (``aten.add*``), module ``path=`` / ``type=`` pattern; see ``views.query``."""
+        from ..views import find_ops
+
+        return find_ops(self, target, path=path, type=type, direct=direct)
+
+    def find_calls(self, path: str | None = None, *, type: str | None = None) -> list[Call]:
+        """Calls by path pattern (``layer1.*``) and ``type=`` pattern; see ``views.query``."""
+        from ..views import find_calls
+
+        return find_calls(self, path, type=type)
+
+    def calls_of(self, module: nn.Module | str) -> list[Call]:
+        """Every call of a module instance (or of a path), in order; see ``views.query``."""
+        from ..views import calls_of
+
+        return calls_of(self, module)
+
+    def ops_between(self, first: CallRef, second: CallRef, *, inclusive: bool = False) -> list[Op]:
+        """Ops run after call ``first`` returned and before ``second`` began; see ``views.query``."""
+        from ..views import ops_between
+
+        return ops_between(self, first, second, inclusive=inclusive)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""
+        from ..serialize import save
+
+        save(self, path)
+
+    def op(self, name: str) -> Op:
+        """The op with this unique name (``convolution_3``)."""
+        for op in self.ops:
+            if op.name == name:
+                return op
+        raise KeyError(f"no op named {name!r}; op names look like {self.ops[0].name!r}" if self.ops else f"no op named {name!r}: the capture recorded no ops")

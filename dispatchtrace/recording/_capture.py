@@ -1,0 +1,210 @@
+"""``capture``: the public context manager, composing a private dispatch mode and the module scope."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.hooks import RemovableHandle
+
+from .._collector import Paused
+from .._torch import graph_task_id
+from ..graph import Graph
+from ._dtensor import RUNNING, dtensor_type, faking
+from ._literals import LIMIT
+from ._recorder import Recorder
+from ._saved import SavedHooks
+from ._scope import Scope
+from ._training import Phases
+
+_NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, read only, not one per op
+
+
+OpHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any]
+"""``(func, args, kwargs, out)``: one op, after it ran (what it returns is ignored)."""
+
+
+_NOT_SAVED = ("saved-tensor hooks are disabled where the capture began (inside torch.func.grad?): "
+              "what autograd saved for backward was not recorded (g.saved is empty)")
+
+
+_REFUSED_HOOKS = "support saved tensor hooks"
+"""What torch.func's transforms say when saved-tensor hooks are set (``torch._functorch.vmap``)."""
+_PASS_SAVED_FALSE = ("dispatchtrace: the capture's saved-tensor hooks (which record g.saved) are set; "
+                     "capture with dt.capture(model, saved=False) to run torch.func.grad, vjp, jacrev or hessian inside it")
+
+DTensorHooks = tuple[Callable[[], int], Callable[[int, Any, tuple[Any, ...], dict[str, Any], Any, type], None]]
+"""``(begin() -> start, end(start, func, args, kwargs, out, DTensor))`` around one DTensor-level op."""
+
+
+class OpMode(TorchDispatchMode):
+    """Runs every op unchanged, then hands it to ``forward``, or to ``backward`` while autograd's
+    engine runs a backward (``torch._C._current_graph_task_id() != -1``) when one is given.
+
+    The one dispatch mode of the package: ``capture`` records through it, ``verify`` probes eager
+    runs with it. ``ours(func, args, out)`` says which backward op ran only because the capture's own
+    saved-tensor hooks are set (``saved.SavedHooks.ours``): that one is not handed on.
+    """
+
+    def __init__(self, forward: OpHook, backward: OpHook | None = None,
+                 ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None,
+                 dtensor: DTensorHooks | None = None) -> None:
+        super().__init__()
+        self._forward = forward
+        self._backward = backward or forward
+        self._ours = ours
+        self._dtensor = dtensor
+        self._dt = dtensor_type() if dtensor is not None else None  # None: DTensor ops are recorded as ops
+        self._inside = False  # this mode is running a DTensor op's local ops
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
+        if not kwargs:
+            kwargs = _NO_KWARGS
+        if self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
+            return self._dtensor_op(func, args, kwargs)
+        out = func(*args, **kwargs)
+        if RUNNING.depth and faking():  # DTensor's sharding propagation runs on fake tensors
+            return out
+        if graph_task_id() == -1:
+            self._forward(func, args, kwargs, out)
+        elif self._ours is None or not self._ours(func, args, out):
+            self._backward(func, args, kwargs, out)
+        return out
+
+    def _dtensor_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Runs a DTensor-level op with this mode pushed again: the op comes back, is answered
+        ``NotImplemented`` and DTensor runs it, its local ops and redistributions reaching this mode."""
+        if self._inside:
+            return NotImplemented
+        assert self._dtensor is not None
+        begin, end = self._dtensor
+        start = begin()
+        self._inside = True
+        RUNNING.depth += 1
+        out: Any = ()
+        try:
+            with self:
+                out = func(*args, **kwargs)
+        finally:
+            self._inside = False
+            RUNNING.depth -= 1
+            end(start, func, args, kwargs, out, self._dt)
+        return out
+
+
+class capture:  # noqa: N801 - used like a function: ``with capture(model) as g``
+    """Record every ATen op run inside the block, and the module call that issued it.
+
+    ``model`` (optional) gives modules their dotted names as ``model.named_modules()`` does
+    (the model itself is ``""``); it may also be a plain function, or ``None``. ``source``
+    records, for each op, the user-code line that issued it (``op.source``).
+
+    Tensors passed to the first module call of the block (the top-level call) are its inputs
+    (``g.inputs``), named by the forward's parameters; keyword tensors (``m(input_ids=ids)``) are
+    inputs named by their keyword when ``model`` is that module (a ``with_kwargs`` pre-hook on it
+    sees them; without ``model``, they are constants ``_tensor_constantN``). ``constants`` is the
+    byte limit per tensor for keeping the values of literal constants, tensors the forward builds
+    from Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``), in ``g.constants`` so that replay
+    needs nothing else; 0 keeps none. ``saved`` records what autograd saves for backward, per call
+    (``g.saved``, ``g.memory()``), through ``torch.autograd.graph.saved_tensors_hooks``; pass
+    ``saved=False`` to run ``torch.func.grad`` (and ``vjp``, ``jacrev``, ``hessian``) inside the
+    block, which refuse to run while such hooks are set.
+
+    Python's cyclic garbage collector is paused inside the block and restored as it was on exit,
+    also when the block raises (``collector.Paused``): the graph's many long-lived records would
+    make its full collections cost more with every op. Memory freed by reference counting (tensors,
+    as usual) is freed meanwhile; reference cycles the model makes wait for the block's end.
+
+    >>> import torch, dispatchtrace as dt
+    >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
+    >>> with dt.capture(lin) as g:
+    ...     y = lin(x)
+    >>> print(g)
+    %t = aten.t.default(weight) -> f32[4, 2]  # Linear
+    %addmm = aten.addmm.default(bias, input, %t) -> f32[1, 2]  # Linear
+    >>> [c.type for c in g.calls]
+    ['Linear']
+    """
+
+    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT, saved: bool = True) -> None:
+        self._model = model
+        self._saved = saved
+        self._source = source
+        self._constants = constants
+        self._active: tuple[Recorder, Scope, Phases, OpMode, RemovableHandle | None, SavedHooks] | None = None
+        self._collector = Paused()
+
+    def __enter__(self) -> Graph:
+        if self._active is not None:
+            raise RuntimeError(
+                "this dispatchtrace.capture is already recording; nest a new one instead: "
+                "`with dt.capture(model) as inner:`"
+            )
+        self._collector.start()
+        keywords = scope = phases = saved = None
+        try:
+            recorder = Recorder(self._model, source=self._source, constants=self._constants)
+            phases = Phases(recorder)
+            scope = Scope(recorder.enter, recorder.exit, recorder.note,
+                          recompute=(phases.recompute_enter, phases.recompute_exit))
+            saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
+            mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end))
+            phases.open()
+            keywords = self._watch_keywords(recorder)
+            if self._saved and not saved.open():
+                recorder.builder.add_note(_NOT_SAVED)
+            mode.__enter__()
+        except BaseException:
+            try:
+                for part in (saved, scope, phases):
+                    if part is not None:
+                        part.close()
+                if keywords is not None:
+                    keywords.remove()
+            finally:
+                self._collector.stop()
+            raise
+        self._active = (recorder, scope, phases, mode, keywords, saved)
+        return recorder.graph
+
+    def _watch_keywords(self, recorder: Recorder) -> RemovableHandle | None:
+        """The global pre-hook gets no keyword arguments: the model's own ``with_kwargs`` pre-hook does."""
+        model = self._model
+        if not isinstance(model, nn.Module):
+            return None
+        thread = threading.get_ident()
+
+        def keywords(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if kwargs and threading.get_ident() == thread and graph_task_id() == -1:  # not a recomputation in backward
+                recorder.keywords(module, kwargs)
+
+        try:
+            return model.register_forward_pre_hook(keywords, with_kwargs=True)
+        except RuntimeError:  # a torch.jit.script module takes no Python hooks (nor keyword tensors)
+            return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        assert self._active is not None
+        recorder, scope, phases, mode, keywords, saved = self._active
+        self._active = None
+        if exc is not None and self._saved and _REFUSED_HOOKS in str(exc):
+            exc.add_note(_PASS_SAVED_FALSE)
+        try:
+            try:
+                mode.__exit__(exc_type, exc, tb)
+            finally:
+                try:
+                    saved.close()
+                    scope.close()
+                    phases.close()
+                finally:
+                    if keywords is not None:
+                        keywords.remove()
+                    recorder.builder.set_saved(saved.records())  # before finish, which forgets the storages
+                    recorder.finish(exc)
+        finally:
+            self._collector.stop()

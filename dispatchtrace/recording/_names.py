@@ -1,0 +1,117 @@
+"""Names for modules, parameters and buffers: dotted paths as ``named_modules()`` gives them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from ._scope import hidden_kind
+
+
+class Names:
+    """Paths of modules and names of their parameters and buffers, learned as modules appear.
+
+    With a root model, paths are those of ``model.named_modules()`` (root ``""``). A module
+    seen that the model does not own is named as ``torch.utils.module_tracker.ModuleTracker``
+    names it: its class name, its children below it (``ResNet.layer1``). A ``torch.compile``
+    wrapper (``OptimizedModule``) and its ``_orig_mod`` share one path: ``_orig_mod.`` is no part
+    of any path (``torch.compile(model)`` gives the paths of ``model``).
+    """
+
+    def __init__(self, model: Any = None) -> None:
+        self._modules: dict[int, tuple[nn.Module, str]] = {}
+        self._tensors: dict[int, tuple[torch.Tensor, str, str]] = {}
+        self.paths = self._modules
+        """``id -> (module, path)`` of the modules learned so far (check ``is``; else ask ``path``)."""
+        self.by_id = self._tensors
+        """``id -> (tensor, kind, name)`` of the parameters and buffers learned so far (check ``is``)."""
+        if isinstance(model, nn.Module):
+            self._learn(model, "")
+
+    def clear(self) -> None:
+        self._modules.clear()
+        self._tensors.clear()
+
+    def _learn(self, module: nn.Module, prefix: str) -> None:
+        """Every module below ``module`` (``prefix`` its path) and its parameters and buffers, first
+        path first, in the order of ``module.named_modules(prefix=prefix, remove_duplicate=False)``;
+        the ``_orig_mod`` of a ``torch.compile`` wrapper at the wrapper's own path. One walk, no
+        generator per level (a model's tree is walked once per capture)."""
+        modules, tensors = self._modules, self._tensors
+        compiled: dict[type, bool] = {}
+        sharded = _SHARDED
+        todo = [(prefix, module)]
+        pop, push = todo.pop, todo.append
+        while todo:
+            path, mod = pop()
+            if id(mod) in modules:  # met before under another path: so was everything below it
+                continue
+            modules[id(mod)] = (mod, path)
+            dot = f"{path}." if path else ""
+            for name, p in mod._parameters.items():
+                if p is not None and id(p) not in tensors:
+                    tensors[id(p)] = (p, "parameter", dot + name)
+                    cls = type(p)
+                    shards = sharded.get(cls)
+                    if shards is None:
+                        shards = sharded[cls] = cls.__name__ in ("DTensor", "Parameter") and hasattr(cls, "to_local")
+                    if shards:  # a DTensor parameter: its local ops read this rank's shard
+                        local = getattr(p, "_local_tensor", None)
+                        if isinstance(local, torch.Tensor):
+                            tensors.setdefault(id(local), (local, "parameter", dot + name))
+            for name, b in mod._buffers.items():
+                if b is not None and id(b) not in tensors:
+                    tensors[id(b)] = (b, "buffer", dot + name)
+            children = mod._modules
+            if children:
+                cls = type(mod)
+                wrapper = compiled.get(cls)
+                if wrapper is None:
+                    wrapper = compiled[cls] = hidden_kind(mod) == "compiled"
+                if len(children) == 1:
+                    for name, child in children.items():
+                        if child is not None:
+                            push((path if wrapper and name == "_orig_mod" else dot + name, child))
+                else:
+                    below = [(path if wrapper and name == "_orig_mod" else dot + name, child)
+                             for name, child in children.items() if child is not None]
+                    below.reverse()  # popped in order
+                    todo += below
+
+    def path(self, module: nn.Module) -> str:
+        entry = self._modules.get(id(module))
+        if entry is None or entry[0] is not module:
+            orig = module._modules.get("_orig_mod") if hidden_kind(module) == "compiled" else None
+            if orig is not None:  # a torch.compile wrapper of a module: its path is its module's
+                self._modules[id(module)] = (module, self.path(orig))
+                return self._modules[id(module)][1]
+            self._learn(module, type(module).__name__)
+            entry = self._modules[id(module)]
+        return entry[1]
+
+    def swapped(self, module: nn.Module | None, t: torch.Tensor) -> tuple[str, str] | None:
+        """A parameter or buffer ``module`` holds now that was not there when it was learned (FSDP2
+        swaps its sharded parameters for unsharded ones around each forward): named, else ``None``."""
+        entry = self._modules.get(id(module)) if module is not None else None
+        if entry is None or entry[0] is not module:
+            return None
+        dot = f"{entry[1]}." if entry[1] else ""
+        for kind, table in (("parameter", module._parameters), ("buffer", module._buffers)):
+            for name, value in table.items():
+                if value is t:
+                    self._tensors[id(t)] = (t, kind, dot + name)
+                    return kind, dot + name
+        return None
+
+    def tensor(self, t: torch.Tensor) -> tuple[str, str] | None:
+        """``("parameter", "layer1.0.conv1.weight")`` for a known parameter or buffer."""
+        entry = self._tensors.get(id(t))
+        if entry is None or entry[0] is not t:
+            return None
+        return entry[1], entry[2]
+
+
+_SHARDED: dict[type, bool] = {}
+"""Per parameter type: whether it is a DTensor (parameter), whose ``_local_tensor`` is this rank's shard."""

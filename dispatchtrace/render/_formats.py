@@ -1,0 +1,168 @@
+"""The registry of output formats: a name and its suffixes map to a writer with its own typed options.
+
+A format is one ``Format``: a ``write(graph, options) -> bytes`` function and the frozen
+dataclass of the options it takes. ``Graph.render`` (and so the CLI's ``-o``, the demo and the
+notebook) finds the format by the path's suffix, or by name with ``format=``, builds that
+format's options from its own keywords (the fields of the options class that ``render`` has;
+the others are left out, so one set of options writes several formats) and writes the bytes.
+
+Adding a format is one module with its writer and options, plus one ``register`` call (in
+``_builtins`` below for a format of the package; a plugin or a test may call ``register`` and
+``unregister`` itself). Every field of the options class must be a keyword of
+``Graph.render`` with the same default. Suffixes may have several parts (``.mx.json``): the
+longest registered suffix a file name ends with wins, so ``.json`` stays "save the capture"
+while a second JSON-based format registers its own name and a longer suffix.
+
+>>> [f.name for f in formats()]
+['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html']
+>>> for_path("model.gv").name, for_path("trace.JSON").name, for_path("model.mx.json").name, for_path("model.jpg")
+('dot', 'capture', 'model-explorer', None)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..graph import Depth as Depth  # re-exported: what ``depth`` accepts, in every format
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+
+OptionsT = TypeVar("OptionsT")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoOptions:
+    """The options of a format that takes none (the capture JSON)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Format(Generic[OptionsT]):
+    """One output format: ``name`` (for ``format=``), ``suffixes`` (lower case, with the dot),
+    ``write`` (the file's bytes), ``options`` (its frozen options dataclass), ``about`` (a few
+    words for help texts) and ``mime`` (for the notebook)."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    write: Callable[[Graph, OptionsT], bytes]
+    options: type[OptionsT]
+    about: str
+    mime: str = "application/octet-stream"
+
+    def options_from(self, values: Mapping[str, Any]) -> OptionsT:
+        """This format's options from ``render``'s keywords: the fields it has, the rest ignored."""
+        return self.options(**{f.name: values[f.name] for f in dataclasses.fields(self.options) if f.name in values})  # type: ignore[arg-type]
+
+
+_REGISTRY: dict[str, Format[Any]] = {}
+
+
+def register(fmt: Format[Any]) -> Format[Any]:
+    """Add ``fmt``; a name or a suffix already taken is a ``ValueError``. Returns ``fmt``."""
+    _builtins()
+    if not dataclasses.is_dataclass(fmt.options):
+        raise TypeError(f"the options of format {fmt.name!r} must be a dataclass, got {fmt.options!r}")
+    bad = [s for s in fmt.suffixes if not s.startswith(".") or s != s.lower() or len(s) < 2]
+    if not fmt.suffixes or bad:
+        raise ValueError(f"format {fmt.name!r} needs lower-case suffixes that start with a dot, got {fmt.suffixes!r}")
+    if fmt.name in _REGISTRY:
+        raise ValueError(f"a format named {fmt.name!r} is already registered; unregister it first or choose another name")
+    taken = {s: f.name for f in _REGISTRY.values() for s in f.suffixes}
+    for s in fmt.suffixes:
+        if s in taken:
+            raise ValueError(f"the suffix {s} already means format {taken[s]!r}; give {fmt.name!r} a longer one (.x{s})")
+    _REGISTRY[fmt.name] = fmt
+    return fmt
+
+
+def unregister(name: str) -> Format[Any]:
+    """Remove the format called ``name`` and return it."""
+    get(name)
+    return _REGISTRY.pop(name)
+
+
+def formats() -> tuple[Format[Any], ...]:
+    """Every registered format, in registration order."""
+    _builtins()
+    return tuple(_REGISTRY.values())
+
+
+def suffixes() -> tuple[str, ...]:
+    """Every registered suffix, in registration order: ``('.svg', '.pdf', ...)``."""
+    return tuple(s for f in formats() for s in f.suffixes)
+
+
+def get(name: str) -> Format[Any]:
+    """The format called ``name``; an unknown name is a ``ValueError`` listing the known ones."""
+    _builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown format {name!r}; use one of: {', '.join(_REGISTRY)}") from None
+
+
+def for_path(path: str | os.PathLike[str]) -> Format[Any] | None:
+    """The format whose suffix ``path``'s file name ends with (the longest such suffix, any case), else ``None``."""
+    name = Path(path).name.lower()
+    found = [(s, f) for f in formats() for s in f.suffixes if name.endswith(s) and len(name) > len(s)]
+    return max(found, key=lambda sf: len(sf[0]))[1] if found else None
+
+
+def choose(path: str | os.PathLike[str], format: str | None = None) -> Format[Any]:  # noqa: A002 - the public keyword
+    """``format`` by name when given, else the format of ``path``'s suffix; neither is a ``ValueError``."""
+    if format is not None:
+        return get(format)
+    fmt = for_path(path)
+    if fmt is None:
+        raise ValueError(f"cannot tell the format of {str(path)!r} from its suffix; use one of: {', '.join(suffixes())} "
+                         f"(or name it: format= one of {', '.join(f.name for f in formats())})")
+    return fmt
+
+
+def help_text() -> str:
+    """``.svg .pdf .png (a diagram drawn by graphviz's dot), .dot .gv (its DOT source), ...``: for ``--help``."""
+    groups: list[tuple[str, list[str]]] = []
+    for f in formats():
+        if groups and groups[-1][0] == f.about:
+            groups[-1][1].extend(f.suffixes)
+        else:
+            groups.append((f.about, list(f.suffixes)))
+    return ", ".join(f"{' '.join(sufs)} ({about})" for about, sufs in groups)
+
+
+def _capture_json(graph: Graph, _: NoOptions) -> bytes:
+    """The capture itself, as ``Graph.save`` writes it (``dispatchtrace.load`` reads it back)."""
+    from ..serialize import dumps
+
+    return f"{dumps(graph)}\n".encode()
+
+
+_LOADED = False
+
+
+def _builtins() -> None:
+    """Register the package's own formats, once, on first use (their modules import graphviz and the views)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from . import _diagram as diagram
+    from . import _html as html
+    from . import _model_explorer as model_explorer
+    from . import _text as text
+
+    drawn = "a diagram drawn by graphviz's dot"
+    register(Format("svg", (".svg",), diagram.image("svg"), diagram.DiagramOptions, drawn, "image/svg+xml"))
+    register(Format("pdf", (".pdf",), diagram.image("pdf"), diagram.DiagramOptions, drawn, "application/pdf"))
+    register(Format("png", (".png",), diagram.image("png"), diagram.DiagramOptions, drawn, "image/png"))
+    register(Format("dot", (".dot", ".gv"), diagram.source, diagram.DiagramOptions, "its DOT source", "text/vnd.graphviz"))
+    register(Format("tree", (".txt",), text.tree_text, text.TreeOptions, "the tree", "text/plain"))
+    register(Format("capture", (".json",), _capture_json, NoOptions, "the capture, for dispatchtrace render", "application/json"))
+    register(Format("model-explorer", (".mx.json",), model_explorer.model_explorer, model_explorer.ModelExplorerOptions, "Google Model Explorer's graph JSON", "application/json"))
+    register(Format("html", (".html", ".htm"), html.write, html.HtmlOptions, "the interactive viewer, one self-contained page", "text/html"))

@@ -1,0 +1,193 @@
+"""The HTML viewer (``.html``): one self-contained page that opens a capture collapsed and expands calls in place.
+
+The page holds everything it needs: the capture as compact JSON (``payload``), the viewer's
+own script and styles (``render/viewer/*.js``, ``*.css``, readable source files shipped as
+package data) and the layout library (``render/viewer/vendor/dagre.min.js``, vendored by
+``scripts/vendor-viewer.sh``). It names no URL it could fetch, so it opens from disk with the
+network off. What the page decides is only how to draw: which calls fold (the views' fold
+rule), the depth it opens at (``depth="auto"``'s choice), the edges (the collapsed graph's
+op-level data dependencies) and the costs (``Graph.costs``) all come from Python.
+
+>>> import torch, dispatchtrace as dt
+>>> lin = torch.nn.Linear(4, 2)
+>>> x = torch.ones(1, 4)
+>>> with dt.capture(lin) as g:
+...     _ = lin(x)
+>>> p = payload(g, HtmlOptions())
+>>> [(o[1], p["s"][o[2]]) for o in p["o"]]
+[('t', 'aten.t.default'), ('addmm', 'aten.addmm.default')]
+>>> e = p["e"]  # (producer, user, shape): an op's index, -1 the first input, 2 (one past the ops) the outputs
+>>> [(e[k], e[k + 1], p["s"][e[k + 2]]) for k in range(0, len(e), 3)]
+[(-1, 1, 'input: f32[1, 4]'), (0, 1, 'f32[4, 2]'), (1, 2, 'f32[1, 2]')]
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..graph import Call, Depth, Graph, Op, PhaseView, TensorRef
+
+#: the payload's layout version: bump when a field changes meaning
+VERSION = 1
+
+#: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
+SCRIPTS = ("model.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
+
+#: the layout code that also runs in the page's Web Worker (with dagre), in its own script element
+WORKER = "group.js"
+
+FLAG_INPLACE, FLAG_VIEW = 1, 2
+
+#: ``depth="auto"`` opens the page at the deepest depth whose picture has at most this many boxes:
+#: fewer than a diagram's budget, since every box opens with a click
+OPEN_BUDGET = 30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HtmlOptions:
+    """What the viewer takes: the ``depth`` it opens at (``"auto"``: the deepest at which the picture
+    has at most ``OPEN_BUDGET`` boxes, by the diagrams' rule), ``fold`` repeated blocks at first,
+    ``noise`` ops shown, the page ``title``, the ``phase`` of a training step it shows (``views.phases``)."""
+
+    depth: Depth = "auto"
+    fold: bool = True
+    noise: bool = False
+    title: str | None = None
+    phase: PhaseView = "forward"
+
+
+class _Strings:
+    """One table of the strings the payload repeats (types, targets, shapes, sources); ints index it."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def __call__(self, s: str) -> int:
+        k = self.index.get(s)
+        if k is None:
+            k = self.index[s] = len(self.items)
+            self.items.append(s)
+        return k
+
+
+def _open_depth(graph: Graph, o: HtmlOptions) -> int:
+    """Calls shallower than this are open when the page loads (``-1``: every call open, op level)."""
+    from ..views import resolve_depth
+
+    depth, _ = resolve_depth(graph, o.depth, max_nodes=OPEN_BUDGET, fold=o.fold, noise=o.noise)
+    return -1 if depth == "ops" else int(depth)
+
+
+def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
+    """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
+    from ..views import collapse, foldable_runs, noise_ops
+
+    s = _Strings()
+    c = graph.costs()
+    call_ids: dict[int, int] = {id(graph.root): 0}
+    for i, call in enumerate(graph.calls, 1):
+        call_ids[id(call)] = i
+
+    def ref(r: TensorRef) -> int:
+        return s(f"{r.name}: {r.label}" if r.name and r.kind != "activation" else r.label)
+
+    def src(x: Op | Call) -> int | None:
+        return None if x.source is None else s(str(x.source))
+
+    def arg(v: Any) -> str:
+        from ..graph import TensorRef
+
+        if isinstance(v, TensorRef):
+            return f"${ref(v)}"
+        if isinstance(v, (list, tuple)):
+            inner = ", ".join(arg(x) for x in v)
+            return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+        return repr(v) if isinstance(v, str) else str(v)
+
+    calls = []
+    for call in [graph.root, *graph.calls]:
+        k = c.call(call)
+        parent = -1 if call.parent is None else call_ids[id(call.parent)]
+        calls.append([parent, call.path, s(call.type), call.index, call.repeat, k.params, k.self_params, k.flops,
+                      k.self_flops, k.bytes, k.self_bytes, src(call), [ref(r) for r in call.inputs],
+                      [ref(r) for r in (graph.outputs if call.parent is None else call.outputs)]])
+    ops = []
+    for op in graph.ops:
+        k = c.op(op)
+        flags = (FLAG_INPLACE if op.mutated else 0) | (FLAG_VIEW if op.is_view else 0)
+        args = [arg(a) for a in op.args] + [f"{key}={arg(v)}" for key, v in op.kwargs.items()]
+        row = [call_ids[id(op.call)], op.name, s(op.target), flags, k.flops, k.bytes, src(op), ", ".join(args),
+               [ref(r) for r in op.outputs]]
+        phase = getattr(op, "phase", "forward")  # the hook for backward ops: a tenth field only when not forward
+        ops.append([*row, s(phase)] if phase != "forward" else row)
+    cg = collapse(graph, "ops", noise=o.noise)
+    inputs = [n for n in cg.nodes if n.kind == "input"]
+    end = {id(n): -1 - i for i, n in enumerate(inputs)}
+    edges: list[int] = []
+    for e in cg.edges:
+        a = e.src.op.index if e.src.op is not None else end.get(id(e.src))
+        b = e.dst.op.index if e.dst.op is not None else (len(graph.ops) if e.dst.kind == "output" else None)
+        if a is None or b is None:
+            continue
+        edges += [a, b, ref(e.tensors[0]) if e.tensors else -1]
+    runs = foldable_runs(graph, lambda _: True)
+    return {
+        "v": VERSION,
+        "title": o.title or _title(graph),
+        "s": s.items,
+        "c": calls,
+        "o": ops,
+        "e": edges,
+        "in": [ref(n.ref) for n in inputs if n.ref is not None],
+        "out": [ref(r) for r in graph.outputs],
+        "fold": [[call_ids[id(x)] for x in run.calls] for run in runs] if o.fold else [],
+        "noise": [] if o.noise else sorted(op.index for op in noise_ops(graph)),
+        "open": _open_depth(graph, o),
+    }
+
+
+def _title(graph: Graph) -> str:
+    """The model's type, with the phase shown when the graph is a phase view of a training step (``views.phases``)."""
+    name = graph.calls[0].type if graph.calls else "capture"
+    phase = getattr(graph, "phase", "forward")
+    return name if phase == "forward" else f"{name} ({phase})"
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("viewer", name).read_text(encoding="utf-8")
+
+
+def _inline(code: str) -> str:
+    """Script text that is safe inside ``<script>``: no ``</script`` can end it early."""
+    return code.replace("</script", "<\\/script").replace("</SCRIPT", "<\\/SCRIPT")
+
+
+def page(graph: Graph, o: HtmlOptions) -> str:
+    """The whole page as text."""
+    # JSON with every "<" escaped: nothing in the data can close the script element
+    data = json.dumps(payload(graph, o), separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+    title = html.escape(o.title or (graph.calls[0].type if graph.calls else "capture"))
+    scripts = "\n".join(f"// ---- {name}\n{_asset(name)}" for name in SCRIPTS)
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+        f"<title>{title} · dispatchtrace</title>\n"
+        f"<style>\n{_asset('viewer.css')}</style>\n</head>\n<body>\n{_asset('body.html')}"
+        f"<script type=\"application/json\" id=\"dt-data\">{data}</script>\n"
+        f"<script id=\"dt-dagre\">\n// @dagrejs/dagre {_asset('vendor/VERSIONS').split()[-1]} (MIT licence, see dagre.LICENSE)\n"
+        f"{_inline(_asset('vendor/dagre.min.js'))}\n</script>\n"
+        f"<script id=\"dt-group\">\n// ---- {WORKER}\n{_inline(_asset(WORKER))}\n</script>\n"
+        f"<script>\n{_inline(scripts)}\n</script>\n</body></html>\n"
+    )
+
+
+def write(graph: Graph, o: HtmlOptions) -> bytes:
+    """The page's bytes (UTF-8), of the phase view ``o.phase`` of ``graph``."""
+    from ..views import phase_graph
+
+    return page(phase_graph(graph, o.phase), o).encode("utf-8")

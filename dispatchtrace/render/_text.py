@@ -1,0 +1,28 @@
+"""The text format: the nested tree of calls (``.txt``), as ``Graph.tree`` prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..graph import Call, Depth, Graph, PhaseView
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeOptions:
+    """What the tree takes: ``Graph.tree``'s options, with the same meanings (``depth`` defaults to ``"auto"`` here)."""
+
+    depth: Depth = "auto"
+    ops: bool = False
+    noise: bool = False
+    at: str | Call | None = None
+    statements: bool = False
+    phase: PhaseView = "forward"
+
+
+def tree_text(graph: Graph, o: TreeOptions) -> bytes:
+    """The tree as printed, with a final newline."""
+    from ..views import tree
+
+    return f"{tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements, phase=o.phase)}\n".encode()
