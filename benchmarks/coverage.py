@@ -27,7 +27,7 @@ SLOW = [
     "The slow tests run in CI (`scripts/test.sh`: `pytest -m \"slow or not slow\"`, everything). Measured on",
     "the 2-core machine from a clean clone (`bash .ci/run`: set-up with a new venv, then 1,204 tests, the real gloo runs and browser pages included): 11.2 min",
     "of tests (7.9-11.3 min on earlier days, as the machine allows), about 14 min in all. Only the",
-    "library models: `pytest -m slow tests/test_zoo.py tests/test_views_zoo.py -k \"hf or timm or checkpoint\"`.",
+    "library models: `pytest -m slow tests/test_zoo.py tests/views/test_views_zoo.py -k \"hf or timm or checkpoint\"`.",
     "The *capture / plain* column is timing, not a check: with few pairs or a busy machine it is noise;",
     "`docs/benchmarks.md` has the capture overhead measured on a quiet machine.",
 ]

@@ -2,7 +2,7 @@
 
 torchvision and ``torch.nn`` models here; Hugging Face ``transformers`` and ``timm`` models from
 small configs in ``zoo_libraries.py`` (``specs(libraries=True)``). Used by ``benchmarks/coverage.py``
-(writes ``docs/coverage.md``), ``tests/test_zoo.py`` and ``tests/test_views_zoo.py``.
+(writes ``docs/coverage.md``), ``tests/test_zoo.py`` and ``tests/views/test_views_zoo.py``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ fi
 
 # the HTML viewer's browser tests drive Debian's chromium through playwright (never `playwright install`)
 if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null 2>&1; then
-  echo "setup: installing chromium (for tests/test_viewer_browser.py)" >&2
+  echo "setup: installing chromium (for tests/render/test_viewer_browser.py)" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null || \

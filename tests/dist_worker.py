@@ -3,7 +3,7 @@ rank capturing its forward and saving ``<out>/trace.rank<N>.json`` and ``<out>/f
 
     python tests/dist_worker.py CASE WORLD PORT OUT
 
-Started by tests/test_distributed.py under a hard timeout (a hang fails the test, never blocks it).
+Started by tests/recording/test_distributed.py under a hard timeout (a hang fails the test, never blocks it).
 """
 
 from __future__ import annotations

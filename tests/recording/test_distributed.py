@@ -18,7 +18,7 @@ import dispatchtrace as dt
 from dispatchtrace.views import mismatch
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
-WORKER = Path(__file__).with_name("dist_worker.py")
+WORKER = Path(__file__).parents[1] / "dist_worker.py"
 TIMEOUT = 240
 
 
@@ -30,7 +30,7 @@ def _free_port() -> int:
 
 def run_ranks(case: str, world: int, out: Path) -> dict[int, dt.Graph]:
     """Runs ``case`` on ``world`` ranks; a hang past TIMEOUT kills the whole process group and fails."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, str(WORKER), case, str(world), str(_free_port()), str(out)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -132,7 +132,7 @@ def test_mismatch_on_a_rank_dependent_reduce_op(tmp_path):
     assert [s.rank for s in found.sides] == [0, 1]
     r = subprocess.run([sys.executable, "-m", "dispatchtrace", "mismatch", str(tmp_path / "trace.rank*.json")],
                        capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert r.returncode == 1 and r.stdout.strip() == text
 
 

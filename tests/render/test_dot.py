@@ -29,11 +29,6 @@ def svg_nodes(svg: bytes) -> list[ET.Element]:
 
 
 @pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    return coolcnn()
-
-
-@pytest.fixture(scope="module")
 def resnet() -> dt.Graph:
     torch.manual_seed(0)
     return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 64, 64), grad=False)

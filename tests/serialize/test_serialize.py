@@ -26,7 +26,7 @@ def _kept(table: Any) -> list[dict[str, Any]]:
     return [{k: v for k, v in r.items() if k not in LIVE_FIELDS} for r in table.rows()]
 
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden"
 
 
 def _as_objects(data: dict[str, Any], version: int) -> dict[str, Any]:

@@ -9,23 +9,12 @@ from pathlib import Path
 
 import models
 import pytest
-from models import coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
 from dispatchtrace.render import _formats as formats
 from dispatchtrace.render._html import SCRIPTS, WORKER, HtmlOptions, page, payload
 from dispatchtrace.views import foldable_runs, noise_ops
-
-
-@pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    return coolcnn()
-
-
-@pytest.fixture(scope="module")
-def resnet50() -> dt.Graph:
-    return models.resnet50()
 
 
 def embedded(text: str) -> dict:

@@ -11,8 +11,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 import dispatchtrace as dt
-from dispatchtrace.graph import Call, Graph, Op
 from dispatchtrace._torch import running_node
+from dispatchtrace.graph import Call, Graph, Op
 
 
 def _mlp() -> nn.Sequential:

@@ -55,7 +55,7 @@ def test_a_real_capture_built_through_the_builder_lints() -> None:
 
 
 def test_nothing_else_adds_to_the_graphs_lists() -> None:
-    package = Path(__file__).resolve().parent.parent / "dispatchtrace"
+    package = Path(__file__).resolve().parents[2] / "dispatchtrace"
     pattern = re.compile(r"\.(children|ops|users|calls)\.(append|extend|insert)\(|"
                          r"\.(outputs|inputs|mutated|producers|users|children) = ")
     # views/_phases.py copies a finished capture into a phase view whose ops are regrouped by origin:

@@ -14,7 +14,7 @@ import torch
 import dispatchtrace as dt
 from dispatchtrace.render._html import VERSION
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import zoo  # noqa: E402
 
 pytestmark = pytest.mark.slow

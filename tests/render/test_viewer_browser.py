@@ -9,10 +9,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import models
 import pytest
 import torch
-from models import coolcnn, example
+from models import example
 from viewer_page import Page, require_browser
 
 import dispatchtrace as dt
@@ -20,16 +19,6 @@ import dispatchtrace as dt
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 require_browser()
-
-
-@pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    return coolcnn()
-
-
-@pytest.fixture(scope="module")
-def resnet50() -> dt.Graph:
-    return models.resnet50()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import dispatchtrace as dt
 from dispatchtrace.graph import DTensorOp
 from dispatchtrace.serialize import dumps, loads
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -6,9 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import models
 import pytest
-from models import coolcnn
 from viewer_page import Page, require_browser
 
 import dispatchtrace as dt
@@ -16,16 +14,6 @@ import dispatchtrace as dt
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 require_browser()
-
-
-@pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    return coolcnn()
-
-
-@pytest.fixture(scope="module")
-def resnet50() -> dt.Graph:
-    return models.resnet50()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torchvision
-from models import CoolCNN, coolcnn, traced
+from models import CoolCNN, traced
 
 import dispatchtrace as dt
 from dispatchtrace.views import CollapsedGraph, Node, collapse
@@ -37,11 +37,6 @@ def assert_acyclic(cg: CollapsedGraph) -> None:
             if indeg[succ.id] == 0:
                 ready.append(succ)
     assert seen == len(cg.nodes), "collapsed graph has a cycle"
-
-
-@pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    return coolcnn()
 
 
 @pytest.fixture(scope="module")

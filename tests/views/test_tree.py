@@ -27,13 +27,8 @@ def texts(node: TreeNode) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    torch.manual_seed(0)
-    return run(CoolCNN(), torch.randn(1, 3, 32, 32))
-
-
-@pytest.fixture(scope="module")
 def resnet50() -> dt.Graph:
+    """ResNet-50 in train mode without grad on a 64x64 image (overrides the shared eval one at 224: the goldens were drawn from this one)."""
     return run(torchvision.models.resnet50(weights=None), torch.randn(1, 3, 64, 64))
 
 
@@ -411,7 +406,7 @@ def test_resnet50_bottleneck_lines_hold_one_item_each(resnet50):
 def test_cli_statements_flag(capsys, tmp_path):
     from dispatchtrace.cli import main
 
-    model = str(Path(__file__).parent / "models.py") + ":CoolCNN"
+    model = str(Path(__file__).parents[1] / "models.py") + ":CoolCNN"
     out = tmp_path / "tree.txt"
     assert main([model, "--input", "1x3x32x32", "--depth", "1", "--statements", "-o", str(out), "--tree"]) == 0
     printed = capsys.readouterr().out

@@ -94,7 +94,7 @@ def test_docs_inspection_examples_run() -> None:
     import doctest
     from pathlib import Path
 
-    path = Path(__file__).parents[1] / "docs" / "inspection.md"
+    path = Path(__file__).parents[2] / "docs" / "inspection.md"
     result = doctest.testfile(str(path), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     assert result.attempted > 15
     assert result.failed == 0

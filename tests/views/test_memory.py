@@ -149,6 +149,6 @@ def test_backward_ops_free_the_activations_they_read() -> None:
 
 
 def test_docs_memory_md_examples_run() -> None:
-    page = Path(__file__).resolve().parent.parent / "docs" / "memory.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -14,7 +14,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from models import coolcnn
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -27,11 +26,6 @@ from dispatchtrace.render._formats import Format, NoOptions
 from dispatchtrace.render._text import TreeOptions
 
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
-
-
-@pytest.fixture(scope="module")
-def cool() -> dt.Graph:
-    return coolcnn()
 
 
 @needs_dot
@@ -187,7 +181,7 @@ def test_dot_failure_is_reported(cool: dt.Graph) -> None:
 @needs_dot
 def test_notebook_bundle_has_svg_and_text(cool: dt.Graph, tmp_path: Path) -> None:
     bundle = cool._repr_mimebundle_()
-    assert set(bundle) == {"text/html", "image/svg+xml", "text/plain"}  # the viewer inline: tests/test_viewer.py
+    assert set(bundle) == {"text/html", "image/svg+xml", "text/plain"}  # the viewer inline: tests/render/test_viewer.py
     assert bundle["text/plain"] == repr(cool)
     assert bundle["image/svg+xml"] == cool.render(tmp_path / "cool.svg").read_text(encoding="utf-8")
     assert set(mimebundle(cool, exclude=["image/svg+xml"])) == {"text/html", "text/plain"}

@@ -18,7 +18,7 @@ from dispatchtrace.graph import Call, Op
 from dispatchtrace.views import foldable_runs
 from dispatchtrace.views._tree import TreeNode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import zoo  # noqa: E402  (zoo_libraries imports it by this name)
 
 SPECS = zoo.specs(libraries=True)

@@ -15,7 +15,7 @@ from dispatchtrace import cli
 from dispatchtrace.cli._errors import CliError
 from dispatchtrace.cli._models import load_model, parse_dtype, parse_inputs, parse_shape
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXE = Path(sys.executable).with_name("dispatchtrace")
 
 BROKEN = textwrap.dedent(

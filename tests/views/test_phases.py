@@ -25,7 +25,7 @@ def _step(model, x, y, opt):
 
 
 @pytest.fixture(scope="module")
-def cool():
+def cool_step():
     torch.manual_seed(0)
     model, x, y = CoolCNN(), torch.randn(2, 3, 32, 32), torch.tensor([1, 2])
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -51,8 +51,8 @@ def test_bad_phase_is_refused_with_the_choices():
         check_phase("both")
 
 
-def test_forward_view_holds_the_forward_ops_where_they_ran(cool):
-    g, _ = cool
+def test_forward_view_holds_the_forward_ops_where_they_ran(cool_step):
+    g, _ = cool_step
     view = phase_graph(g, "forward")
     assert isinstance(view, PhaseGraph) and view.base is g
     assert [o.name for o in view.ops] == [o.name for o in g.ops if o.phase == "forward"]
@@ -61,8 +61,8 @@ def test_forward_view_holds_the_forward_ops_where_they_ran(cool):
     assert [c.label for c in view.calls] == [c.label for c in g.calls]
 
 
-def test_backward_view_puts_each_op_under_its_origin(cool):
-    g, _ = cool
+def test_backward_view_puts_each_op_under_its_origin(cool_step):
+    g, _ = cool_step
     view = phase_graph(g, "backward")
     wanted = [o for o in g.ops if o.phase in ("backward", "recompute")]
     assert sorted(o.name for o in view.ops) == sorted(o.name for o in wanted)
@@ -84,8 +84,8 @@ def test_backward_view_puts_each_op_under_its_origin(cool):
             assert p in view.source_op and view.source_op[p] in view.source_op[op].producers
 
 
-def test_all_view_has_every_op_and_a_calls_backward_inside_it(cool):
-    g, _ = cool
+def test_all_view_has_every_op_and_a_calls_backward_inside_it(cool_step):
+    g, _ = cool_step
     view = phase_graph(g, "all")
     assert sorted(o.name for o in view.ops) == sorted(o.name for o in g.ops)
     conv = next(c for c in view.calls if c.path == "secondary_conv")
@@ -95,8 +95,8 @@ def test_all_view_has_every_op_and_a_calls_backward_inside_it(cool):
     assert "[backward]" in str(g.tree(phase="all", ops=True)) and "[backward]" not in str(g.tree(ops=True))
 
 
-def test_diagrams_fill_backward_ops(cool, tmp_path):
-    g, _ = cool
+def test_diagrams_fill_backward_ops(cool_step, tmp_path):
+    g, _ = cool_step
     src = g.to_dot("ops", phase="backward").source
     assert PHASE_FILL["backward"] in src and "convolution_backward" in src
     assert PHASE_FILL["backward"] not in g.to_dot("ops").source
@@ -106,8 +106,8 @@ def test_diagrams_fill_backward_ops(cool, tmp_path):
     assert (tmp_path / "bw.txt").read_text() == f"{g.tree('auto', phase='backward')}\n"
 
 
-def test_html_and_model_explorer_take_the_phase(cool, tmp_path):
-    g, _ = cool
+def test_html_and_model_explorer_take_the_phase(cool_step, tmp_path):
+    g, _ = cool_step
     def data(page: str) -> dict:
         return json.loads(re.search(r'id="dt-data">(.*?)</script>', page, re.S).group(1))
 
@@ -119,8 +119,8 @@ def test_html_and_model_explorer_take_the_phase(cool, tmp_path):
     assert "convolution_backward" in names or any("convolution_backward" in n for n in names)
 
 
-def test_summary_columns_split_forward_backward_and_saved(cool):
-    g, _ = cool
+def test_summary_columns_split_forward_backward_and_saved(cool_step):
+    g, _ = cool_step
     s = g.summary()
     assert s.training and "Bwd FLOPs" in str(s) and "Saved" in s.markdown()
     c = costs(g)
