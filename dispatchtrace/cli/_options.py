@@ -95,21 +95,70 @@ def tree_of(graph: Graph, depth: Depth | None, *, ops: bool = False, noise: bool
         raise CliError(str(e.args[0]) if e.args else str(e)) from e
 
 
-def write_output(graph: Graph, path: str | Path, *, depth: Depth | None = None, ops: bool = False, noise: bool = False,
-                 at: str | None = None, statements: bool = False, phase: PhaseView = "forward") -> Path:
-    """``graph.render(path, ...)`` for one ``-o`` file; an unknown ``at`` label or a ``dot`` failure is a
-    ``CliError`` (their messages already say what to do).
+VIEW_OPTIONS = ("depth", "ops", "noise", "at", "statements", "phase")
+"""The view options (``add_view_arguments``): what the printed tree takes, and each ``-o`` format as far
+as its options class declares them (``render/_formats.py``)."""
+SUMMARY_OPTIONS = ("depth", "phase")
+"""What the printed summary takes of them."""
 
-    Without ``depth``, a ``.txt`` tree is ``"all"`` (the tree as printed), diagrams are ``"ops"``
-    with ``ops``, else ``"auto"``.
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The view options the command line gave, at other values than their defaults.
+
+    >>> given_options(argparse.Namespace(depth=None, ops=True, noise=False, at=None, statements=False, phase="forward"))
+    {'ops': True}
     """
-    from ..render import DiagramTooLargeError, DotFailedError, DotNotFoundError, for_path
+    values = {k: getattr(args, k, None) for k in VIEW_OPTIONS}
+    return {k: v for k, v in values.items() if v not in (None, False) and not (k == "phase" and v == "forward")}
 
-    if depth is None:
-        fmt = for_path(path)
-        depth = "all" if fmt is not None and fmt.name == "tree" else ("ops" if ops else "auto")
+
+def output_options(path: str | Path, given: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The options one ``-o`` file is written with, and the given ones its format does not take.
+
+    A diagram or page given ``--ops`` and no ``--depth`` draws every op (``depth="ops"``).
+
+    >>> output_options("x.svg", {"ops": True, "at": "layer1"})
+    ({'depth': 'ops'}, ['at'])
+    >>> output_options("x.json", {"depth": 2, "phase": "all"})
+    ({}, ['depth', 'phase'])
+    """
+    from ..render import for_path, option_names
+
+    fmt = for_path(path)
+    names = option_names(fmt) if fmt is not None else ()
+    options = {k: v for k, v in given.items() if k in names}
+    unused = [k for k in given if k not in names]
+    if "ops" in unused and "depth" in names and "depth" not in given:
+        options["depth"] = "ops"
+        unused.remove("ops")
+    return options, unused
+
+
+def check_options(args: argparse.Namespace, *, tree: bool, summary: bool = False) -> None:
+    """Before any work: a view option that neither what is printed (the tree, the summary) nor any ``-o``
+    file takes is a ``CliError`` (nothing the command line is given is ignored in silence)."""
+    given = given_options(args)
+    taken = set(VIEW_OPTIONS if tree else SUMMARY_OPTIONS if summary else ())
+    for out in args.output:
+        options, unused = output_options(out, given)
+        taken |= set(given) - set(unused)
+    idle = [f"--{k}" for k in given if k not in taken]
+    if idle:
+        them = "them" if len(idle) > 1 else "it"
+        files = ", ".join(args.output)
+        shown = "the summary" if summary else "nothing printed"
+        raise CliError(f"{' and '.join(idle)} would change nothing: {shown} and none of {files} uses {them} "
+                       "(--at, --ops and --statements shape the tree: add --tree or -o FILE.txt; .json holds the whole "
+                       "capture; .mx.json takes --phase)")
+
+
+def write_output(graph: Graph, path: str | Path, **options: Any) -> Path:
+    """``graph.render(path, **options)`` for one ``-o`` file; an unknown ``at`` label or a ``dot`` failure is a
+    ``CliError`` (their messages already say what to do)."""
+    from ..errors import DiagramTooLargeError, DotFailedError, DotNotFoundError
+
     try:
-        return graph.render(path, depth=depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
+        return graph.render(path, **options)
     except (DotNotFoundError, DotFailedError, DiagramTooLargeError) as e:
         raise CliError(str(e)) from e
     except (ValueError, KeyError) as e:
@@ -121,38 +170,18 @@ def write_output(graph: Graph, path: str | Path, *, depth: Depth | None = None, 
 
 
 def write_outputs(graph: Graph, args: argparse.Namespace, *, stdout: bool = True) -> None:
-    """Write each ``-o`` file with the view options in ``args``, reporting ``wrote FILE`` (on stderr when
-    ``stdout`` is false, so it stays free for the tree) and a note for options a format does not use."""
+    """Write each ``-o`` file with the view options in ``args`` that its format takes, reporting ``wrote FILE``
+    (on stderr when ``stdout`` is false, so it stays free for the tree) and a note for the given options a
+    file does not use (``check_options`` has refused those no output uses)."""
+    given = given_options(args)
     for out in args.output:
-        write_output(graph, out, depth=args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
-                     phase=getattr(args, "phase", "forward"))
+        options, unused = output_options(out, given)
+        write_output(graph, out, **options)
         print(f"wrote {out}", file=sys.stdout if stdout else sys.stderr)
-        note = unused_options(out, at=args.at, statements=args.statements)
-        if note:
-            print(note, file=sys.stderr)
-
-
-def unused_options(path: str | Path, **given: object) -> str | None:
-    """A note naming the options given (``at="layer1"``) that the format of ``path`` does not take, else ``None``.
-
-    >>> unused_options("x.svg", at="layer1", statements=False, noise=True)
-    'note: --at shapes the tree only; x.svg does not use it'
-    >>> unused_options("x.txt", at="layer1") is None
-    True
-    """
-    import dataclasses
-
-    from ..render import for_path
-
-    fmt = for_path(path)
-    if fmt is None:
-        return None
-    fields = {f.name for f in dataclasses.fields(fmt.options)}
-    unused = [f"--{name}" for name, value in given.items() if value not in (None, False) and name not in fields]
-    if not unused:
-        return None
-    them = "them" if len(unused) > 1 else "it"
-    return f"note: {' and '.join(unused)} {'shape' if len(unused) > 1 else 'shapes'} the tree only; {path} does not use {them}"
+        if unused:
+            them = "them" if len(unused) > 1 else "it"
+            print(f"dispatchtrace: note: {out} does not use {' and '.join(f'--{k}' for k in unused)}; the other "
+                  f"outputs take {them}", file=sys.stderr)
 
 
 def forward_error(name: str, inputs: Sequence[Any], error: Exception) -> CliError:

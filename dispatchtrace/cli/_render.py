@@ -11,7 +11,7 @@ from pathlib import Path
 from ..graph import Graph
 from ..serialize import FormatError, load
 from ._errors import ArgumentParser, CliError
-from ._options import add_output_arguments, add_view_arguments, check_outputs, tree_of, write_outputs
+from ._options import add_output_arguments, add_view_arguments, check_options, check_outputs, tree_of, write_outputs
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,14 +38,11 @@ def run(argv: Sequence[str]) -> int:
     check_outputs(args.output)
     if len(args.trace) > 1 or glob.has_magic(args.trace[0]):
         return _ranks(args)
-    graph = read(args.trace[0])
     show_tree = (not args.output and not args.summary) or args.tree
+    check_options(args, tree=show_tree, summary=args.summary)
+    graph = read(args.trace[0])
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
-        tree_only = [f"--{k}" for k in ("at", "ops", "noise", "statements") if getattr(args, k) not in (None, False)]
-        if tree_only and not show_tree and not args.output:
-            print(f"note: {' and '.join(tree_only)} {'shape' if len(tree_only) > 1 else 'shapes'} the tree only; "
-                  "add --tree to print it below the summary", file=sys.stderr)
     if show_tree:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
                       phase=args.phase))

@@ -17,6 +17,7 @@ from ._options import (
     add_model_arguments,
     add_output_arguments,
     add_view_arguments,
+    check_options,
     check_outputs,
     forward_error,
     tree_of,
@@ -49,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     check_outputs(args.output)
+    check_options(args, tree=(not args.output and not args.summary) or args.tree, summary=args.summary)
     torch.manual_seed(args.seed)
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._depth import AUTO_BUDGET
 from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Saved, new_call, op_ranges
 from ._tensors import TensorRef
 
@@ -20,7 +19,6 @@ if TYPE_CHECKING:
     import torch.fx as fx
     import torch.nn as nn
 
-    from ..render import Layout, Rankdir
     from ..replay import Constants
     from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, Predicate, Summary, Tree
     from ._depth import Depth
@@ -88,47 +86,20 @@ class Graph:
 
         return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
 
-    def to_dot(self, depth: Depth = "auto", *, predicate: Predicate | None = None, fold: bool = True,
-               params: bool = False, noise: bool = False, rankdir: Rankdir = "TB", edge_labels: bool = True,
-               max_nodes: int = AUTO_BUDGET, title: str | None = None, source: bool = True,
-               layout: Layout = "auto", phase: PhaseView = "forward") -> graphviz.Digraph:
-        """A ``graphviz.Digraph`` of the collapsed graph; see ``render.dot``."""
+    def to_dot(self, depth: Depth = "auto", **options: Any) -> graphviz.Digraph:
+        """A ``graphviz.Digraph`` of the collapsed graph; the options (``fold``, ``rankdir``, ``phase``, ...) are
+        declared once, by ``render``'s ``DiagramOptions``, and explained in ``render/_dot.py``'s ``to_dot``."""
         from ..render import to_dot
 
-        return to_dot(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, rankdir=rankdir,
-                      edge_labels=edge_labels, max_nodes=max_nodes, title=title, source=source, layout=layout,
-                      phase=phase)
+        return to_dot(self, depth, **options)
 
-    def render(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        format: str | None = None,  # noqa: A002 - the public keyword
-        depth: Depth = "auto",
-        ops: bool = False,
-        noise: bool = False,
-        at: str | Call | None = None,
-        statements: bool = False,
-        predicate: Predicate | None = None,
-        fold: bool = True,
-        params: bool = False,
-        rankdir: Rankdir = "TB",
-        edge_labels: bool = True,
-        max_nodes: int = AUTO_BUDGET,
-        title: str | None = None,
-        source: bool = True,
-        layout: Layout = "auto",
-        force: bool = False,
-        phase: PhaseView = "forward",
-    ) -> Path:
-        """Write a diagram, the tree or the capture to ``path``, the format from its suffix or ``format=``;
-        returns the path written. See ``render.files.render`` for the formats and which options each takes
-        (``force`` draws a diagram ``dot`` would take over a minute to lay out)."""
+    def render(self, path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Path:  # noqa: A002
+        """Write a diagram, the tree, the viewer or the capture to ``path``, the format from its suffix or
+        ``format=``; returns the path written. Each format declares its own options (``depth``, ``rankdir``,
+        ``force``, ...; ``render/_files.py`` lists them): one it does not take is a ``ValueError``."""
         from ..render import render
 
-        return render(self, path, format=format, depth=depth, ops=ops, noise=noise, at=at, statements=statements,
-                      predicate=predicate, fold=fold, params=params, rankdir=rankdir, edge_labels=edge_labels,
-                      max_nodes=max_nodes, title=title, source=source, layout=layout, force=force, phase=phase)
+        return render(self, path, format=format, **options)
 
     def _repr_mimebundle_(self, include: Iterable[str] | None = None, exclude: Iterable[str] | None = None) -> dict[str, str]:
         """Jupyter display: the default-depth diagram as SVG (text only when ``dot`` is missing)."""

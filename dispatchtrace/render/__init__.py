@@ -4,9 +4,9 @@ from ..errors import DotFailedError, DotNotFoundError
 from ._dot import Layout, Rankdir, to_dot
 from ._estimate import DiagramTooLargeError
 from ._files import render
-from ._formats import for_path, help_text, suffixes
+from ._formats import for_path, help_text, option_names, suffixes
 from ._notebook import mimebundle
 from ._ranks import write_ranks
 
 __all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Layout", "Rankdir", "for_path", "help_text",
-           "mimebundle", "render", "suffixes", "to_dot", "write_ranks"]
+           "mimebundle", "option_names", "render", "suffixes", "to_dot", "write_ranks"]

@@ -9,13 +9,11 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from ..errors import DotFailedError, DotNotFoundError
-from ..graph import AUTO_BUDGET
-from ..views import Predicate
-from ._dot import Layout, Rankdir, to_dot
+from ._dot import DiagramOptions, draw
 from ._estimate import check_layout_cost
 
 if TYPE_CHECKING:
-    from ..graph import Depth, Graph, PhaseView
+    from ..graph import Graph
 
 INSTALL_HINT = (
     "install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
@@ -24,44 +22,26 @@ INSTALL_HINT = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DiagramOptions:
-    """What a diagram takes: ``Graph.to_dot``'s options, with the same meanings and defaults."""
+class ImageOptions(DiagramOptions):
+    """What an image drawn by ``dot`` takes: a diagram's options, and ``force`` to draw one ``dot`` would take
+    over a minute to lay out (``render/_estimate.py``)."""
 
-    depth: Depth = "auto"
-    predicate: Predicate | None = None
-    fold: bool = True
-    params: bool = False
-    noise: bool = False
-    rankdir: Rankdir = "TB"
-    edge_labels: bool = True
-    max_nodes: int = AUTO_BUDGET
-    title: str | None = None
-    source: bool = True
-    layout: Layout = "auto"
-    force: bool = False  # draw even when dot would take over a minute (``render.estimate``)
-    phase: PhaseView = "forward"
-
-
-def digraph(graph: Graph, o: DiagramOptions) -> graphviz.Digraph:
-    """``to_dot(graph, ...)`` with these options."""
-    return to_dot(graph, o.depth, predicate=o.predicate, fold=o.fold, params=o.params, noise=o.noise,
-                  rankdir=o.rankdir, edge_labels=o.edge_labels, max_nodes=o.max_nodes, title=o.title,
-                  source=o.source, layout=o.layout, phase=o.phase)
+    force: bool = False
 
 
 def source(graph: Graph, o: DiagramOptions) -> bytes:
     """The DOT source of the diagram (``.dot``, ``.gv``): no ``dot`` program needed."""
-    return digraph(graph, o).source.encode("utf-8")
+    return draw(graph, o).source.encode("utf-8")
 
 
-def image(fmt: str) -> Callable[[Graph, DiagramOptions], bytes]:
+def image(fmt: str) -> Callable[[Graph, ImageOptions], bytes]:
     """The writer of the diagram drawn by ``dot`` as ``fmt`` (``"svg"``, ``"pdf"``, ``"png"``)."""
 
-    def draw(graph: Graph, o: DiagramOptions) -> bytes:
-        return run_dot(digraph(graph, o), fmt, what=f"the {fmt} diagram", force=o.force)
+    def drawn(graph: Graph, o: ImageOptions) -> bytes:
+        return run_dot(draw(graph, o), fmt, what=f"the {fmt} diagram", force=o.force)
 
-    draw.__name__ = draw.__qualname__ = f"draw_{fmt}"
-    return draw
+    drawn.__name__ = drawn.__qualname__ = f"draw_{fmt}"
+    return drawn
 
 
 def run_dot(dot: graphviz.Digraph, fmt: str, *, what: str = "the diagram", force: bool = False) -> bytes:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import graphviz
 
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
 
 Rankdir = Literal["TB", "LR"]
 Layout = Literal["auto", "quality", "fast"]
+OptionsT = TypeVar("OptionsT")
 
 FAST_EDGES = 300
 """``layout="auto"`` switches to the fast layout above this many edges."""
@@ -167,22 +170,44 @@ def digraph(
     return dot
 
 
-def to_dot(
-    graph: Graph | CollapsedGraph,
-    depth: Depth = "auto",
-    *,
-    predicate: Predicate | None = None,
-    fold: bool = True,
-    params: bool = False,
-    noise: bool = False,
-    rankdir: Rankdir = "TB",
-    edge_labels: bool = True,
-    max_nodes: int = AUTO_BUDGET,
-    title: str | None = None,
-    source: bool = True,
-    layout: Layout = "auto",
-    phase: PhaseView = "forward",
-) -> graphviz.Digraph:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiagramOptions:
+    """What a diagram takes (``to_dot``, ``.dot``, and with ``ImageOptions``'s ``force`` the images): the one
+    declaration of these options, their meanings in ``to_dot``'s docstring."""
+
+    depth: Depth = "auto"
+    predicate: Predicate | None = None
+    fold: bool = True
+    params: bool = False
+    noise: bool = False
+    rankdir: Rankdir = "TB"
+    edge_labels: bool = True
+    max_nodes: int = AUTO_BUDGET
+    title: str | None = None
+    source: bool = True
+    layout: Layout = "auto"
+    phase: PhaseView = "forward"
+
+
+def options_of(kind: type[OptionsT], what: str, values: dict[str, Any]) -> OptionsT:
+    """``kind(**values)``, with an option ``kind`` does not declare as a ``TypeError`` naming the ones it has.
+
+    >>> options_of(DiagramOptions, "to_dot", {"rankdir": "LR"}).rankdir
+    'LR'
+    >>> options_of(DiagramOptions, "to_dot", {"rank_dir": "LR"})
+    Traceback (most recent call last):
+    ...
+    TypeError: to_dot takes no option 'rank_dir'; its options: depth, predicate, fold, params, noise, rankdir, edge_labels, max_nodes, title, source, layout, phase
+    """
+    names = [f.name for f in dataclasses.fields(kind)]  # type: ignore[arg-type]
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        raise TypeError(f"{what} takes no option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                        f"its options: {', '.join(names) or 'none'}")
+    return kind(**values)
+
+
+def to_dot(graph: Graph | CollapsedGraph, depth: Depth = "auto", **options: Any) -> graphviz.Digraph:
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
     ``depth`` as in ``graph/_depth.py`` (``"auto"``, the default: the deepest call depth whose
@@ -208,13 +233,18 @@ def to_dot(
     >>> "subgraph cluster_g0" in src and 'label="aten::addmm"' in src
     True
     """
+    return draw(graph, options_of(DiagramOptions, "to_dot", {"depth": depth, **options}))
+
+
+def draw(graph: Graph | CollapsedGraph, o: DiagramOptions) -> graphviz.Digraph:
+    """``to_dot`` with its options as one ``DiagramOptions``."""
     if isinstance(graph, CollapsedGraph):
         cg = graph
     else:
         from ..views import phase_graph
 
-        graph = phase_graph(graph, phase)
-        used, bundle = resolve_depth(graph, depth, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params,
-                                     noise=noise)
-        cg = collapse(graph, used, predicate=predicate, fold=fold, params=params, noise=noise, bundle=bundle)
-    return digraph(cg, rankdir=rankdir, edge_labels=edge_labels, title=title, source=source, layout=layout)
+        graph = phase_graph(graph, o.phase)
+        used, bundle = resolve_depth(graph, o.depth, max_nodes=o.max_nodes, predicate=o.predicate, fold=o.fold,
+                                     params=o.params, noise=o.noise)
+        cg = collapse(graph, used, predicate=o.predicate, fold=o.fold, params=o.params, noise=o.noise, bundle=bundle)
+    return digraph(cg, rankdir=o.rankdir, edge_labels=o.edge_labels, title=o.title, source=o.source, layout=o.layout)

@@ -3,13 +3,12 @@
 A format is one ``Format``: a ``write(graph, options) -> bytes`` function and the frozen
 dataclass of the options it takes. ``Graph.render`` (and so the CLI's ``-o``, the demo and the
 notebook) finds the format by the path's suffix, or by name with ``format=``, builds that
-format's options from its own keywords (the fields of the options class that ``render`` has;
-the others are left out, so one set of options writes several formats) and writes the bytes.
+format's options from the keywords given (each format's options class is the one declaration of
+what it takes; a keyword the format does not take is an error) and writes the bytes.
 
 Adding a format is one module with its writer and options, plus one ``register`` call (in
 ``_builtins`` below for a format of the package; a plugin or a test may call ``register`` and
-``unregister`` itself). Every field of the options class must be a keyword of
-``Graph.render`` with the same default. Suffixes may have several parts (``.mx.json``): the
+``unregister`` itself); ``Graph.render`` takes whatever its options class declares. Suffixes may have several parts (``.mx.json``): the
 longest registered suffix a file name ends with wins, so ``.json`` stays "save the capture"
 while a second JSON-based format registers its own name and a longer suffix.
 
@@ -56,11 +55,38 @@ class Format(Generic[OptionsT]):
     mime: str = "application/octet-stream"
 
     def options_from(self, values: Mapping[str, Any]) -> OptionsT:
-        """This format's options from ``render``'s keywords: the fields it has, the rest ignored."""
-        return self.options(**{f.name: values[f.name] for f in dataclasses.fields(self.options) if f.name in values})  # type: ignore[arg-type]
+        """This format's options from ``render``'s keywords. An option this format does not take is a
+        ``ValueError`` saying which it takes and which formats take that one; a name no format takes is
+        a ``TypeError``: nothing given is ever ignored in silence.
+
+        >>> get("tree").options_from({"depth": 2}).depth
+        2
+        >>> get("tree").options_from({"rankdir": "LR"})
+        Traceback (most recent call last):
+        ...
+        ValueError: the tree format (.txt) takes no rankdir (svg, pdf, png, dot take it); it takes depth, ops, noise, at, statements, phase
+        """
+        names = option_names(self)
+        foreign = [k for k in values if k not in names]
+        if foreign:
+            takers = {k: [f.name for f in formats() if k in option_names(f)] for k in foreign}
+            unknown = [k for k, who in takers.items() if not who]
+            if unknown:
+                every = sorted({n for f in formats() for n in option_names(f)})
+                raise TypeError(f"no format takes an option {', '.join(map(repr, unknown))}; the options are: "
+                                f"{', '.join(every)}")
+            which = "; ".join(f"{k} ({', '.join(who)} take{'s' if len(who) == 1 else ''} it)" for k, who in takers.items())
+            raise ValueError(f"the {self.name} format ({' '.join(self.suffixes)}) takes no {which}; "
+                             f"it takes {', '.join(names) or 'no options'}")
+        return self.options(**values)
 
 
 _REGISTRY: dict[str, Format[Any]] = {}
+
+
+def option_names(fmt: Format[Any]) -> tuple[str, ...]:
+    """The options ``fmt`` takes, in the order its options class declares them."""
+    return tuple(f.name for f in dataclasses.fields(fmt.options))  # type: ignore[arg-type]
 
 
 def register(fmt: Format[Any]) -> Format[Any]:
@@ -158,9 +184,9 @@ def _builtins() -> None:
     from . import _text as text
 
     drawn = "a diagram drawn by graphviz's dot"
-    register(Format("svg", (".svg",), diagram.image("svg"), diagram.DiagramOptions, drawn, "image/svg+xml"))
-    register(Format("pdf", (".pdf",), diagram.image("pdf"), diagram.DiagramOptions, drawn, "application/pdf"))
-    register(Format("png", (".png",), diagram.image("png"), diagram.DiagramOptions, drawn, "image/png"))
+    register(Format("svg", (".svg",), diagram.image("svg"), diagram.ImageOptions, drawn, "image/svg+xml"))
+    register(Format("pdf", (".pdf",), diagram.image("pdf"), diagram.ImageOptions, drawn, "application/pdf"))
+    register(Format("png", (".png",), diagram.image("png"), diagram.ImageOptions, drawn, "image/png"))
     register(Format("dot", (".dot", ".gv"), diagram.source, diagram.DiagramOptions, "its DOT source", "text/vnd.graphviz"))
     register(Format("tree", (".txt",), text.tree_text, text.TreeOptions, "the tree", "text/plain"))
     register(Format("capture", (".json",), _capture_json, NoOptions, "the capture, for dispatchtrace render", "application/json"))

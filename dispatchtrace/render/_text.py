@@ -11,9 +11,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TreeOptions:
-    """What the tree takes: ``Graph.tree``'s options, with the same meanings (``depth`` defaults to ``"auto"`` here)."""
+    """What the tree takes: ``Graph.tree``'s options, with the same meanings and defaults."""
 
-    depth: Depth = "auto"
+    depth: Depth = "all"
     ops: bool = False
     noise: bool = False
     at: str | Call | None = None

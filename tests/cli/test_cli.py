@@ -238,12 +238,30 @@ def test_the_seed_makes_a_run_repeatable(netfile, capsys):
     assert len(seen) == 2  # and the seed is what picks the input
 
 
-def test_an_option_a_format_does_not_use_gets_a_note(tmp_path, capsys):
+def test_an_option_one_output_does_not_use_gets_a_note(tmp_path, capsys):
     assert cli.main(["coolcnn", "--at", "max_pool#1", "-o", str(tmp_path / "a.dot"), "-o", str(tmp_path / "a.txt")]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [f"wrote {tmp_path / 'a.dot'}", f"wrote {tmp_path / 'a.txt'}"]
-    assert captured.err == f"note: --at shapes the tree only; {tmp_path / 'a.dot'} does not use it\n"
+    assert captured.err == f"dispatchtrace: note: {tmp_path / 'a.dot'} does not use --at; the other outputs take it\n"
     assert (tmp_path / "a.txt").read_text().startswith("max_pool#1 (MaxPool2d)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "idle"),
+    [
+        (["--depth", "2", "-o", "t.json"], "--depth"),
+        (["--ops", "--noise", "-o", "t.json", "-o", "t.mx.json"], "--ops and --noise"),
+        (["--statements", "-o", "t.html"], "--statements"),
+        (["--at", "max_pool#1", "--summary"], "--at"),
+    ],
+)
+def test_an_option_no_output_uses_is_an_error_before_any_work(argv, idle, tmp_path, monkeypatch, capsys):
+    # the same rule as the API's: nothing given is ignored in silence (the files would be byte-identical)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["coolcnn", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dispatchtrace: error: {idle} would change nothing") and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_meta_device_runs_without_data(capsys):

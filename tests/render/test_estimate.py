@@ -61,7 +61,7 @@ def test_cli_says_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     from dispatchtrace.cli._options import write_output as write
 
     with pytest.raises(CliError, match="smaller depth"):
-        write(_dense(220), tmp_path / "dense.png", ops=True)
+        write(_dense(220), tmp_path / "dense.png", depth="ops")
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")

@@ -21,7 +21,8 @@ from dispatchtrace.cli._render import parser as render_parser
 from dispatchtrace.render import DotFailedError, DotNotFoundError, mimebundle, render
 from dispatchtrace.render import _formats as formats
 from dispatchtrace.render import _notebook as notebook
-from dispatchtrace.render._diagram import DiagramOptions, run_dot
+from dispatchtrace.render._diagram import ImageOptions, run_dot
+from dispatchtrace.render._dot import DiagramOptions
 from dispatchtrace.render._formats import Format, NoOptions
 from dispatchtrace.render._text import TreeOptions
 
@@ -51,14 +52,25 @@ def test_txt_is_the_tree(cool: dt.Graph, tmp_path: Path) -> None:
     assert "max_pool" in path.read_text(encoding="utf-8")
 
 
-def test_each_format_takes_its_own_options(cool: dt.Graph, tmp_path: Path) -> None:
-    txt = cool.render(tmp_path / "cool.txt", depth=1, fold=True, rankdir="LR", ops=True, statements=True)
+def test_each_format_takes_its_own_options_and_refuses_the_others(cool: dt.Graph, tmp_path: Path) -> None:
+    txt = cool.render(tmp_path / "cool.txt", depth=1, ops=True, statements=True)
     assert txt.read_text(encoding="utf-8") == str(cool.tree(1, ops=True, statements=True)) + "\n"
-    dot = cool.render(tmp_path / "cool.dot", depth=1, fold=False, ops=True, at="max_pool#2")
+    dot = cool.render(tmp_path / "cool.dot", depth=1, fold=False)
     assert dot.read_text(encoding="utf-8") == cool.to_dot(1, fold=False).source
+    # an option the format does not take is an error naming the formats that take it, never dropped in silence
+    with pytest.raises(ValueError, match=r"the tree format \(\.txt\) takes no rankdir \(svg, pdf, png, dot take it\)"):
+        cool.render(tmp_path / "new" / "cool.txt", depth=1, rankdir="LR")
+    with pytest.raises(ValueError, match=r"the dot format \(\.dot \.gv\) takes no ops \(tree takes it\); at \(tree"):
+        cool.render(tmp_path / "new" / "cool.dot", ops=True, at="max_pool#2")
+    with pytest.raises(ValueError, match=r"takes no force \(svg, pdf, png take it\)"):
+        cool.render(tmp_path / "new" / "cool.dot", force=True)
+    with pytest.raises(ValueError, match=r"the capture format \(\.json\) takes no depth .* it takes no options"):
+        cool.render(tmp_path / "new" / "cool.json", depth=1)
     for name in ("cool.txt", "cool.dot", "cool.json"):
-        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
-            cool.render(tmp_path / "new" / name, colour="red")  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="no format takes an option 'colour'; the options are: at, depth"):
+            cool.render(tmp_path / "new" / name, colour="red")
+    with pytest.raises(TypeError, match="to_dot takes no option 'ops'"):
+        cool.to_dot(1, ops=True)
     assert not (tmp_path / "new").exists()
 
 
@@ -72,28 +84,33 @@ def test_format_overrides_the_suffix(cool: dt.Graph, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["diagram", "tree.dot"]
 
 
-def test_render_signature_is_the_graph_method_signature() -> None:
-    method = list(inspect.signature(dt.Graph.render).parameters.values())[1:]
-    function = list(inspect.signature(render).parameters.values())[1:]
-    assert [(p.name, p.kind, p.default) for p in method] == [(p.name, p.kind, p.default) for p in function]
-    assert all(p.kind is p.KEYWORD_ONLY for p in function[1:])
+def test_render_and_to_dot_take_what_the_formats_declare() -> None:
+    # one declaration per format (its options class); Graph.render, render() and to_dot spell no list of their own
+    for fn in (dt.Graph.render, render):
+        params = list(inspect.signature(fn).parameters.values())
+        assert [p.name for p in params][-2:] == ["format", "options"] and params[-1].kind is params[-1].VAR_KEYWORD
+    assert [p.name for p in inspect.signature(dt.Graph.to_dot).parameters.values()] == ["self", "depth", "options"]
     assert inspect.signature(dt.Graph.render).return_annotation == "Path"
+    assert [f.name for f in dataclasses.fields(ImageOptions)] == [f.name for f in dataclasses.fields(DiagramOptions)] + ["force"]
 
 
-def test_every_format_option_is_a_render_keyword_with_its_default() -> None:
-    keywords = inspect.signature(render).parameters
+def test_one_default_depth_for_the_tree_and_one_for_pictures() -> None:
+    # the tree (g.tree(), .txt, the CLI's printed tree) opens every call; a picture must fit, so it opens "auto"
+    assert inspect.signature(dt.Graph.tree).parameters["depth"].default == "all" == TreeOptions().depth
     for fmt in formats.formats():
-        for field in dataclasses.fields(fmt.options):
-            assert field.name in keywords, (fmt.name, field.name)
-            assert keywords[field.name].default == field.default, (fmt.name, field.name)
-    assert keywords["depth"].default == "auto"
+        fields = {f.name: f.default for f in dataclasses.fields(fmt.options)}
+        if "depth" in fields and fmt.name != "tree":
+            assert fields["depth"] == "auto", fmt.name
 
 
 def test_options_from_takes_each_formats_own() -> None:
-    values = {"depth": 2, "fold": False, "ops": True, "at": "max_pool#2", "rankdir": "LR"}
-    assert formats.get("svg").options_from(values) == DiagramOptions(depth=2, fold=False, rankdir="LR")
-    assert formats.get("tree").options_from(values) == TreeOptions(depth=2, ops=True, at="max_pool#2")
-    assert formats.get("capture").options_from(values) == NoOptions()
+    assert formats.get("svg").options_from({"depth": 2, "fold": False, "rankdir": "LR", "force": True}) == \
+        ImageOptions(depth=2, fold=False, rankdir="LR", force=True)
+    assert formats.get("tree").options_from({"depth": 2, "ops": True, "at": "max_pool#2"}) == \
+        TreeOptions(depth=2, ops=True, at="max_pool#2")
+    assert formats.get("capture").options_from({}) == NoOptions()
+    with pytest.raises(ValueError, match="takes no fold"):
+        formats.get("tree").options_from({"depth": 2, "fold": False})
 
 
 def test_suffixes_are_matched_longest_first_in_any_case() -> None:
@@ -124,7 +141,7 @@ def shout() -> Format[_ShoutOptions]:
 
 def test_a_registered_format_is_written_by_render_and_the_cli(cool: dt.Graph, tmp_path: Path, shout: Format[_ShoutOptions],
                                                               capsys: pytest.CaptureFixture[str]) -> None:
-    path = cool.render(tmp_path / "cool.shout.txt", title="cool", depth=1, fold=False, ops=True)
+    path = cool.render(tmp_path / "cool.shout.txt", title="cool", depth=1)
     assert path.read_text() == f"COOL DEPTH=1: {len(cool.ops)} OPS\n"
     assert cool.render(tmp_path / "plain.txt", depth=1).read_text() == str(cool.tree(1)) + "\n"
     assert cool.render(tmp_path / "loud", format="shout").read_text().startswith("UNTITLED DEPTH=AUTO")
@@ -154,7 +171,7 @@ def test_notebook_shows_the_registry_formats(cool: dt.Graph, shout: Format[_Shou
 
 
 def test_json_is_the_saved_capture(cool: dt.Graph, tmp_path: Path) -> None:
-    path = cool.render(tmp_path / "cool.json", depth=1, ops=True)
+    path = cool.render(tmp_path / "cool.json")
     json.loads(path.read_text(encoding="utf-8"))
     assert len(dt.load(path).ops) == len(cool.ops)
     cool.save(tmp_path / "saved.json")
