@@ -82,7 +82,7 @@ def measure(name: str, build: Callable[[], nn.Module], shape: tuple[int, ...], o
     except subprocess.TimeoutExpired:
         seconds = None
     shape_ = layering([n.id for n in cg.nodes], [(e.src.id, e.dst.id) for e in cg.edges])
-    return {"case": name, "nodes": len(cg.nodes), "edges": len(cg.edges), "clusters": len(cg.groups),
+    return {"case": name, "nodes": len(cg.nodes), "edges": len(cg.edges), "clusters": len(cg.clusters),
             "span": shape_.span, "width": shape_.width, "crossing": shape_.crossing, "ranks": shape_.ranks,
             "layout": "fast" if "nslimit" in source else "quality", "dot_s": seconds,
             "estimate_s": layout_seconds(cg), "ops": len(g.ops)}

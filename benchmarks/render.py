@@ -73,7 +73,7 @@ def measure(name: str, repeat: int, skip: set[str]) -> list[dict[str, object]]:
         dot_s = _median(lambda: run_dot(dot, "svg"), repeat)  # noqa: B023
         rows.append({
             "model": name, "view": label, "depth": "ops" if cg.depth is None else cg.depth,
-            "ops": len(g.ops), "nodes": len(cg.nodes), "edges": len(cg.edges), "clusters": len(cg.groups),
+            "ops": len(g.ops), "nodes": len(cg.nodes), "edges": len(cg.edges), "clusters": len(cg.clusters),
             "layout": "fast" if "nslimit" in dot.source else "quality", "source_s": source_s, "dot_s": dot_s,
         })
     return rows

@@ -10,7 +10,7 @@ import graphviz
 
 from .._text import shapes
 from ..graph import AUTO_BUDGET, Depth
-from ..views import CollapsedGraph, Edge, Group, Node, Predicate, attributes, attributes_text, collapse, resolve_depth
+from ..views import Cluster, CollapsedGraph, Edge, Node, Predicate, attributes, attributes_text, collapse, resolve_depth
 
 if TYPE_CHECKING:
     from ..graph import Graph, PhaseView
@@ -129,20 +129,20 @@ def digraph(
     if title:
         dot.attr(label=text(title), labelloc="t", fontsize="12")
     order = {n.id: i for i, n in enumerate(cg.nodes)}
-    members: dict[str | None, list[Node | Group]] = {}
+    members: dict[str | None, list[Node | Cluster]] = {}
     first: dict[str, int] = {}
-    by_id = {g.id: g for g in cg.groups}
+    by_id = {g.id: g for g in cg.clusters}
     for node in cg.nodes:
         members.setdefault(node.group, []).append(node)
         gid = node.group
         while gid is not None and gid not in first:
             first[gid] = order[node.id]
             gid = by_id[gid].parent
-    for group in cg.groups:
+    for group in cg.clusters:
         if group.id in first:
             members.setdefault(group.parent, []).append(group)
 
-    def position(item: Node | Group) -> tuple[int, int]:
+    def position(item: Node | Cluster) -> tuple[int, int]:
         return (order[item.id], 1) if isinstance(item, Node) else (first[item.id], 0)
 
     def emit(container: graphviz.Digraph, gid: str | None) -> None:

@@ -61,11 +61,11 @@ class Size:
 
 
 def _size(diagram: CollapsedGraph | graphviz.Digraph) -> Size:
-    if hasattr(diagram, "nodes") and hasattr(diagram, "groups"):
+    if hasattr(diagram, "nodes") and hasattr(diagram, "clusters"):
         cg: Any = diagram
         ids = [n.id for n in cg.nodes]
         pairs = [(e.src.id, e.dst.id) for e in cg.edges]
-        clusters = len(cg.groups)
+        clusters = len(cg.clusters)
     else:  # DOT source: node ids n0, n1, ... are in execution order (to_dot), others by first mention
         ids, pairs, clusters, seen = [], [], 0, set()
         for line in diagram.body:  # type: ignore[union-attr]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._formats import choose
+from ._formats import format_of
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -41,7 +41,7 @@ def render(graph: Graph, path: str | os.PathLike[str], *, format: str | None = N
     ...
     ValueError: the tree format (.txt) takes no rankdir (svg, pdf, png, dot take it); it takes depth, ops, noise, at, statements, phase
     """
-    fmt = choose(path, format)
+    fmt = format_of(path, format)
     data = fmt.write(graph, fmt.options_from(options))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

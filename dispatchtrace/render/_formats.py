@@ -140,7 +140,7 @@ def for_path(path: str | os.PathLike[str]) -> Format[Any] | None:
     return max(found, key=lambda sf: len(sf[0]))[1] if found else None
 
 
-def choose(path: str | os.PathLike[str], format: str | None = None) -> Format[Any]:  # noqa: A002 - the public keyword
+def format_of(path: str | os.PathLike[str], format: str | None = None) -> Format[Any]:  # noqa: A002 - the public keyword
     """``format`` by name when given, else the format of ``path``'s suffix; neither is a ``ValueError``."""
     if format is not None:
         return get(format)

@@ -1,7 +1,7 @@
 """Views: pure functions from a captured graph to smaller frozen records that print themselves."""
 
 from ._attrs import attributes, attributes_text
-from ._collapse import CollapsedGraph, Edge, Group, Node, Predicate, collapse, resolve_depth
+from ._collapse import Cluster, CollapsedGraph, Edge, Node, Predicate, collapse, resolve_depth
 from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs
 from ._fold import foldable_runs
@@ -15,7 +15,7 @@ from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallRef", "CollapsedGraph", "Collective", "Collectives", "Costs", "Edge", "Group", "Memory", "Node", "Predicate",
+    "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Cluster", "Edge", "Memory", "Node", "Predicate",
     "Summary", "Tree",
     "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collectives", "costs", "find_calls",
     "find_ops", "foldable_runs", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",

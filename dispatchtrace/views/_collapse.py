@@ -59,7 +59,7 @@ class Edge:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Group:
+class Cluster:
     """An expanded module call that encloses nodes (a cluster in diagrams)."""
 
     id: str
@@ -70,16 +70,16 @@ class Group:
     calls: tuple[Call, ...] = ()
 
     def __repr__(self) -> str:
-        return f"<Group {self.id} {self.label}>"
+        return f"<Cluster {self.id} {self.label}>"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CollapsedGraph:
-    """Nodes, edges and groups of a collapsed capture; ``depth`` is the depth used (an int, or ``"ops"``)."""
+    """Nodes, edges and clusters of a collapsed capture; ``depth`` is the depth used (an int, or ``"ops"``)."""
 
     nodes: tuple[Node, ...]
     edges: tuple[Edge, ...]
-    groups: tuple[Group, ...]
+    clusters: tuple[Cluster, ...]
     depth: OpDepth
 
     def node(self, name: str) -> Node:
@@ -100,7 +100,7 @@ class CollapsedGraph:
         return len(self.nodes)
 
     def __repr__(self) -> str:
-        return f"<CollapsedGraph depth={self.depth}: {len(self.nodes)} nodes, {len(self.edges)} edges, {len(self.groups)} groups>"
+        return f"<CollapsedGraph depth={self.depth}: {len(self.nodes)} nodes, {len(self.edges)} edges, {len(self.clusters)} clusters>"
 
     def __str__(self) -> str:
         lines = [f"{n.id} {n.kind} {n.label}" for n in self.nodes]
@@ -213,7 +213,7 @@ class _Collapser:
         self.bundles = bundles(graph, lambda c: self.owner.get(c) is None, self.hidden) if bundle else {}
         self.nodes: list[Node] = []
         self.by_key: dict[object, Node] = {}
-        self.groups: dict[Call, Group] = {}
+        self.groups: dict[Call, Cluster] = {}
         self.edges: dict[tuple[str, str], list[TensorRef]] = {}
         self.op_tick: list[int] = []  # by op index
         self.empties: list[tuple[Call, int]] = []  # empty collapsed calls with their tick
@@ -222,7 +222,7 @@ class _Collapser:
 
     # ---- nodes --------------------------------------------------------------------------------
     def _group(self, call: Call | None) -> str | None:
-        """Group id for the expanded call ``call`` (None for the root), creating its chain."""
+        """Cluster id for the expanded call ``call`` (None for the root), creating its chain."""
         if call is None or call.parent is None:
             return None
         group = self.groups.get(call)
@@ -230,7 +230,7 @@ class _Collapser:
             parent = self._group(call.parent)
             run: Run | None = self.folding.run_of.get(call)
             calls = run.calls if run is not None else (call,)
-            group = Group(f"g{len(self.groups)}", call, fold_label(calls), parent, len(calls), calls)
+            group = Cluster(f"g{len(self.groups)}", call, fold_label(calls), parent, len(calls), calls)
             self.groups[call] = group
         return group.id
 

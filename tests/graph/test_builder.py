@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import torch
 from models import coolcnn
 
 from dispatchtrace.graph import GraphBuilder, TensorRef
@@ -63,3 +64,24 @@ def test_nothing_else_adds_to_the_graphs_lists() -> None:
     offenders = [f"{p.name}:{i}" for p in package.rglob("*.py") if p.name not in ("_builder.py", "_phases.py")
                  for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert offenders == [], f"build graphs through dispatchtrace.graph.GraphBuilder: {offenders}"
+
+
+def test_new_call_fills_calls_fields_in_their_declared_order() -> None:
+    # new_call builds a Call from 16 positional values (the fastest way, once per module call): this pins the
+    # order it assumes to the order Call declares, so a field added or moved in Call fails here, not silently
+    import dataclasses
+    import weakref
+
+    from dispatchtrace.graph import Call, new_call
+
+    assert [f.name for f in dataclasses.fields(Call)] == [
+        "path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat", "params",
+        "self_params", "source", "returned", "arguments", "_module"]
+    module = torch.nn.ReLU()
+    root = new_call("", "<capture>", 0, None)
+    ref = TensorRef(0, (2,), "float32", "cpu", 0, 0, None, "input", "x", 0)
+    call = new_call("act", "ReLU", 3, root, module, (ref,))
+    assert (call.path, call.type, call.index, call.depth, call.parent) == ("act", "ReLU", 3, 0, root)
+    assert (call.children, call.ops, call.inputs, call.outputs, call.repeat) == ([], [], (ref,), (), 1)
+    assert (call.params, call.self_params, call.source, call.returned, call.arguments) == (None,) * 5
+    assert isinstance(call._module, weakref.ref) and call._module() is module and root.depth == -1

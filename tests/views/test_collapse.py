@@ -70,8 +70,8 @@ def test_coolcnn_depth1_nodes_labels_and_kinds(cool: dt.Graph) -> None:
     ops = [n for n in cg.nodes if n.kind == "op"]
     assert [n.label for n in ops] == ["aten::relu", "aten::relu", "aten::add", "aten::div", "aten::relu",
                                       "aten::view", "aten::relu"]
-    assert all(n.op is not None and n.group == cg.groups[0].id for n in ops)
-    assert [g.label for g in cg.groups] == ["CoolCNN"]
+    assert all(n.op is not None and n.group == cg.clusters[0].id for n in ops)
+    assert [g.label for g in cg.clusters] == ["CoolCNN"]
     assert cg.node("x").kind == "input" and cg.node("output").kind == "output"
 
 
@@ -87,7 +87,7 @@ def test_depth0_is_the_model_as_one_node(cool: dt.Graph) -> None:
     cg = cool.collapse(0)
     assert [n.name for n in cg.nodes] == ["x", "CoolCNN", "output"]
     assert [(e.src.name, e.dst.name) for e in cg.edges] == [("x", "CoolCNN"), ("CoolCNN", "output")]
-    assert cg.groups == ()
+    assert cg.clusters == ()
 
 
 def test_op_level_keeps_every_op_but_unused_detach(cool: dt.Graph) -> None:
@@ -112,10 +112,10 @@ def test_depth_all_is_every_call_with_leaf_calls_closed(cool: dt.Graph, resnet: 
 
 def test_op_level_groups_name_every_call(cool: dt.Graph) -> None:
     cg = cool.collapse("ops")
-    labels = [g.label for g in cg.groups]
+    labels = [g.label for g in cg.clusters]
     assert labels[0] == "CoolCNN"
     assert "max_pool#2 (MaxPool2d)" in labels and "fully_connected1 (Linear)" in labels
-    by_id = {g.id: g for g in cg.groups}
+    by_id = {g.id: g for g in cg.clusters}
     conv = next(n for n in cg.nodes if n.op is not None and n.op.name == "convolution")
     assert by_id[conv.group].call.path == "initial_conv"
     assert by_id[by_id[conv.group].parent].call.path == ""
@@ -240,7 +240,7 @@ def test_transformer_twelve_layers_fold_into_one_node(mode: str) -> None:
 def test_transformer_folded_cluster_shows_one_layer_inside() -> None:
     g = traced(encoder().train(), torch.randn(2, 10, 64))
     cg = g.collapse(2, fold=True)
-    folded = [grp for grp in cg.groups if grp.fold > 1]
+    folded = [grp for grp in cg.clusters if grp.fold > 1]
     assert [grp.label for grp in folded] == ["layers.0–11 (TransformerEncoderLayer) ×12"]
     inner = [n for n in cg.nodes if n.group == folded[0].id]
     assert all(n.call is None or n.call.path.startswith("layers.0.") for n in inner)
