@@ -73,15 +73,15 @@ class Graph:
 
     def collapse(self, depth: Depth = "ops", *, predicate: Predicate | None = None, fold: bool = False,
                  params: bool = False, noise: bool = False, phase: PhaseView = "forward") -> CollapsedGraph:
-        """Smaller DAG with every module call at ``depth`` as one node; see ``views.collapse``
-        (``phase``: what of a training step, ``views.phases``)."""
+        """Smaller DAG with every module call at ``depth`` as one node; see ``views/_collapse.py``
+        (``phase``: what of a training step, ``views/_phases.py``)."""
         from ..views import collapse, phase_graph
 
         return collapse(phase_graph(self, phase), depth, predicate=predicate, fold=fold, params=params, noise=noise)
 
     def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
              statements: bool = False, phase: PhaseView = "forward") -> Tree:
-        """Nested box-drawing tree of calls, ops and parallel branches; see ``views.tree``."""
+        """Nested box-drawing tree of calls, ops and parallel branches; see ``views/_tree.py``."""
         from ..views import tree
 
         return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
@@ -114,50 +114,50 @@ class Graph:
         return to_fx(self, model, constants=constants)
 
     def costs(self) -> Costs:
-        """Per-op FLOPs and bytes, per-call totals and parameters (cached); see ``views.costs``."""
+        """Per-op FLOPs and bytes, per-call totals and parameters (cached); see ``views/_costs.py``."""
         from ..views import costs
 
         return costs(self)
 
     def memory(self) -> Memory:
-        """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views.memory``."""
+        """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views/_memory.py``."""
         from ..views import memory
 
         return memory(self)
 
     def collectives(self) -> Collectives:
-        """The collective ops (c10d and functional), in order, with group and bytes; see ``views.collectives``."""
+        """The collective ops (c10d and functional), in order, with group and bytes; see ``views/_collectives.py``."""
         from ..views import collectives
 
         return collectives(self)
 
     def summary(self, depth: Depth = "all", *, phase: PhaseView = "forward") -> Summary:
-        """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views.summary``."""
+        """Table of module calls with output shape, parameters, FLOPs, bytes; see ``views/_summary.py``."""
         from ..views import summary
 
         return summary(self, depth, phase=phase)
 
     def find_ops(self, target: str = "*", *, path: str | None = None, type: str | None = None,
                  direct: bool = False) -> list[Op]:
-        """Ops by target pattern (``aten.add*``), module ``path=`` / ``type=`` pattern; see ``views.query``."""
+        """Ops by target pattern (``aten.add*``), module ``path=`` / ``type=`` pattern; see ``views/_query.py``."""
         from ..views import find_ops
 
         return find_ops(self, target, path=path, type=type, direct=direct)
 
     def find_calls(self, path: str | None = None, *, type: str | None = None) -> list[Call]:
-        """Calls by path pattern (``layer1.*``) and ``type=`` pattern; see ``views.query``."""
+        """Calls by path pattern (``layer1.*``) and ``type=`` pattern; see ``views/_query.py``."""
         from ..views import find_calls
 
         return find_calls(self, path, type=type)
 
     def calls_of(self, module: nn.Module | str) -> list[Call]:
-        """Every call of a module instance (or of a path), in order; see ``views.query``."""
+        """Every call of a module instance (or of a path), in order; see ``views/_query.py``."""
         from ..views import calls_of
 
         return calls_of(self, module)
 
     def ops_between(self, first: CallRef, second: CallRef, *, inclusive: bool = False) -> list[Op]:
-        """Ops run after call ``first`` returned and before ``second`` began; see ``views.query``."""
+        """Ops run after call ``first`` returned and before ``second`` began; see ``views/_query.py``."""
         from ..views import ops_between
 
         return ops_between(self, first, second, inclusive=inclusive)

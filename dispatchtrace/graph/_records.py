@@ -28,7 +28,7 @@ PHASES: tuple[Phase, ...] = get_args(Phase)
 PhaseView = Literal["forward", "backward", "all"]
 """What a view (tree, diagrams, summary, viewer) shows of a training step: the forward ops where they
 ran, the backward ops (and recompute ops) under the forward call they belong to, or both; the default
-``"forward"`` draws a forward-only capture as always. See ``views.phases``."""
+``"forward"`` draws a forward-only capture as always. See ``views/_phases.py``."""
 
 PHASE_VIEWS: tuple[PhaseView, ...] = get_args(PhaseView)
 
@@ -240,7 +240,7 @@ class Saved:
 
     ``storage`` is the ``TensorRef.storage`` number (``None``: a storage no op of the capture read or
     made), ``bytes`` its byte size (``None`` when symbolic), ``call`` the innermost call running when
-    autograd first saved it. Which kind of tensor it holds is its refs' kind (``views.memory``).
+    autograd first saved it. Which kind of tensor it holds is its refs' kind (``views/_memory.py``).
     """
 
     storage: int | None

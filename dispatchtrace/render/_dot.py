@@ -213,14 +213,14 @@ def to_dot(graph: Graph | CollapsedGraph, depth: Depth = "auto", **options: Any)
     ``depth`` as in ``graph/_depth.py`` (``"auto"``, the default: the deepest call depth whose
     diagram has at most ``max_nodes`` nodes and at most ``AUTO_MAX_WIDTH`` side by side, or every op
     for a model without submodules, bundling a call's loose ops into one node when nothing fits
-    otherwise: ``views.auto.auto_depth``; ``"ops"``: every op, inside a cluster per module call).
+    otherwise: ``views/_auto.py``'s ``auto_depth``; ``"ops"``: every op, inside a cluster per module call).
     A ``CollapsedGraph`` is drawn as it is, ``depth`` and the collapse options unused.
     ``fold`` shows runs of identical chained calls once with ``×N``; ``params`` shows
-    parameters, buffers and constants; ``noise`` shows bookkeeping ops nothing reads (``views.noise``);
+    parameters, buffers and constants; ``noise`` shows bookkeeping ops nothing reads (``views/_noise.py``);
     ``source`` adds each op's source line (``op.source``) to its tooltip; ``edge_labels``
     writes tensor shapes on edges (they are in the edge tooltips either way); ``layout``
     ``"fast"`` trades neatness for speed on dense graphs (``"auto"``: above 300 edges).
-    ``phase`` draws a training step's forward, backward or both (``views.phases``); ops that ran
+    ``phase`` draws a training step's forward, backward or both (``views/_phases.py``); ops that ran
     outside the forward are filled by phase (``PHASE_FILL``).
 
     >>> import torch, dispatchtrace as dt

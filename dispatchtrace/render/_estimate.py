@@ -52,7 +52,7 @@ _CLUSTER = re.compile(r"^\s*subgraph cluster")
 
 @dataclass(frozen=True, slots=True)
 class Size:
-    """What the estimate reads: ``nodes``, ``edges``, ``clusters`` and ``span`` (``views.layers``)."""
+    """What the estimate reads: ``nodes``, ``edges``, ``clusters`` and ``span`` (``views/_layers.py``)."""
 
     nodes: int
     edges: int

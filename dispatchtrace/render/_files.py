@@ -25,7 +25,7 @@ def render(graph: Graph, path: str | os.PathLike[str], *, format: str | None = N
     format's options class is the one declaration of what it takes: an option it does not take is a
     ``ValueError`` naming the formats that do. The registry (``render/_formats.py``) lists every format; ``format="svg"`` writes a path without (or with another) suffix. Nothing
     is written when drawing fails. ``phase`` (every format but ``.json``, which holds the whole
-    capture) shows a training step's forward, backward or both (``views.phases``). A ``.svg`` ``.pdf`` ``.png`` that ``dot`` would take more than a
+    capture) shows a training step's forward, backward or both (``views/_phases.py``). A ``.svg`` ``.pdf`` ``.png`` that ``dot`` would take more than a
     minute to lay out raises ``DiagramTooLargeError`` before ``dot`` starts, unless ``force=True``.
 
     >>> import tempfile, torch, dispatchtrace as dt

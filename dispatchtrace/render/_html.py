@@ -52,7 +52,7 @@ OPEN_BUDGET = 30
 class HtmlOptions:
     """What the viewer takes: the ``depth`` it opens at (``"auto"``: the deepest at which the picture
     has at most ``OPEN_BUDGET`` boxes, by the diagrams' rule), ``fold`` repeated blocks at first,
-    ``noise`` ops shown, the page ``title``, the ``phase`` of a training step it shows (``views.phases``)."""
+    ``noise`` ops shown, the page ``title``, the ``phase`` of a training step it shows (``views/_phases.py``)."""
 
     depth: Depth = "auto"
     fold: bool = True
@@ -153,7 +153,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
 
 
 def _title(graph: Graph) -> str:
-    """The model's type, with the phase shown when the graph is a phase view of a training step (``views.phases``)."""
+    """The model's type, with the phase shown when the graph is a phase view of a training step (``views/_phases.py``)."""
     name = graph.calls[0].type if graph.calls else "capture"
     phase = getattr(graph, "phase", "forward")
     return name if phase == "forward" else f"{name} ({phase})"

@@ -39,7 +39,7 @@ Json = dict[str, Any]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelExplorerOptions:
     """What the Model Explorer file takes: ``title``, the collection's label (default: the model's type), and
-    the ``phase`` of a training step it shows (``views.phases``)."""
+    the ``phase`` of a training step it shows (``views/_phases.py``)."""
 
     title: str | None = None
     phase: PhaseView = "forward"

@@ -6,7 +6,7 @@ page (``render/html.py``, in an ``iframe`` whose ``srcdoc`` holds it, so every v
 per rank). Below it, for each process group, a table aligns the collectives its member ranks issued
 on it by position (the n-th on the group on each rank in one row, as the ranks must issue them);
 a row where they differ (kind, reduce op, root, dtypes, shapes: the mismatch finder's rule) is
-highlighted, the first such one (``views.mismatch``) marked and named above the tables.
+highlighted, the first such one (``views/_mismatch.py``) marked and named above the tables.
 
 >>> import torch, dispatchtrace as dt
 >>> with dt.capture() as g:

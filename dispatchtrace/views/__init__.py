@@ -1,9 +1,10 @@
 """Views: pure functions from a captured graph to smaller frozen records that print themselves."""
 
 from ._attrs import attributes, attributes_text
-from ._collapse import Cluster, CollapsedGraph, Edge, Node, Predicate, collapse, resolve_depth
+from ._collapse import Cluster, CollapsedGraph, Edge, Node, Predicate, collapse_at
 from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs
+from ._depths import collapse, resolve_depth
 from ._fold import foldable_runs
 from ._layers import layering
 from ._memory import Memory, memory
@@ -17,7 +18,7 @@ from ._tree import Tree, tree
 __all__ = [
     "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Cluster", "Edge", "Memory", "Node", "Predicate",
     "Summary", "Tree",
-    "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collectives", "costs", "find_calls",
+    "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collapse_at", "collectives", "costs", "find_calls",
     "find_ops", "foldable_runs", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "resolve_depth", "sequences", "summary", "tree",
 ]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..graph import AUTO_BUDGET, Call
+from ._collapse import CollapsedGraph, OpDepth, Predicate, collapse_at
 from ._layers import Layering, layering
 
 if TYPE_CHECKING:
     from ..graph import Graph
-    from ._collapse import CollapsedGraph, OpDepth, Predicate
 
 AUTO_MAX_WIDTH = 12
 """``depth="auto"`` keeps at most this many nodes side by side on one rank (a longest-path layering)."""
@@ -46,9 +47,9 @@ def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = A
     2. Otherwise the deepest call depth ``d >= 1`` whose collapsed graph (with ``options``:
        ``fold``, ``params``, ``noise``) has at most ``max_nodes`` nodes (``AUTO_BUDGET``, 150)
        and at most ``max_width`` nodes side by side (``AUTO_MAX_WIDTH``, 12): width is the
-       largest rank of a longest-path layering (``views.layers``), the rank ``dot`` puts a
+       largest rank of a longest-path layering (``views/_layers.py``), the rank ``dot`` puts a
        node on, so a graph of 5,000 independent ops is refused however few ranks it has.
-    3. Otherwise the same with bundles (``collapse(bundle=True)``, ``views.bundle``): the ops
+    3. Otherwise the same with bundles (``collapse(bundle=True)``, ``views/_bundle.py``): the ops
        an expanded call ran between two of its sub-calls as one node. Mask R-CNN's 5,000
        post-processing ops in the model's own ``forward`` become one node and its parts show.
     4. When no depth fits even so, depth 0: the model as one box (its inputs and outputs).
@@ -61,22 +62,22 @@ def choose(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_
            predicate: Predicate | None = None, fold: bool = False, params: bool = False,
            noise: bool = False) -> tuple[OpDepth, bool]:
     """``(depth, bundle)`` for ``depth="auto"``, by the rule of ``auto_depth``."""
-    from ..graph import AUTO_BUDGET
-    from ._collapse import collapse, max_depth
-
     budget = AUTO_BUDGET if max_nodes is None else max_nodes
     deepest = max_depth(graph)
     if deepest < 0 or all(_leaf(c) for c in graph.calls):
         return "ops", False
     for bundle in (False, True):
         for depth in range(deepest, 0, -1):
-            cg = collapse(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise, bundle=bundle)
+            cg = collapse_at(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise, bundle=bundle)
             if fits(cg, max_nodes=budget, max_width=max_width):
                 return depth, bundle
     return 0, False
 
 
-def _leaf(call: Any) -> bool:
-    from ..graph import Call
+def max_depth(graph: Graph) -> int:
+    """Depth of the deepest module call (-1 when the capture saw no module call)."""
+    return max((c.depth for c in graph.calls), default=-1)
 
+
+def _leaf(call: Any) -> bool:
     return not any(isinstance(c, Call) for c in call.children)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .._text import shapes
-from ..graph import AUTO_BUDGET, Call, Depth, Graph, Op, TensorRef, check_depth
+from ..graph import Call, Graph, Op, TensorRef
 from ._bundle import bundles
 from ._fold import Folding, Run, foldable_runs
 from ._fold import fold as fold_ops
@@ -113,38 +113,9 @@ def _is_leaf(call: Call) -> bool:
     return not any(isinstance(c, Call) for c in call.children)
 
 
-def max_depth(graph: Graph) -> int:
-    """Depth of the deepest module call (-1 when the capture saw no module call)."""
-    return max((c.depth for c in graph.calls), default=-1)
-
-
-def auto_depth(graph: Graph, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None, fold: bool = False,
-               params: bool = False, noise: bool = False) -> OpDepth:
-    """The depth ``"auto"`` draws, within ``max_nodes`` nodes and a width budget (``"ops"`` for a
-    model without submodules); the rule is ``views.auto.auto_depth``'s."""
-    from ._auto import auto_depth as pick
-
-    return pick(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
-
-
-def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None,
-                  fold: bool = False, params: bool = False, noise: bool = False) -> tuple[OpDepth, bool]:
-    """``(call depth or "ops", bundle)``: what ``depth`` means for ``graph`` (see ``graph/_depth.py``);
-    ``bundle`` says whether ``"auto"`` needed bundled ops to fit (``views.auto.choose``)."""
-    check_depth(depth)
-    if depth == "auto":
-        from ._auto import choose
-
-        return choose(graph, max_nodes=max_nodes, predicate=predicate, fold=fold, params=params, noise=noise)
-    if depth == "all":  # every call at the deepest depth and every leaf call above it is one node
-        deepest = max_depth(graph)
-        return (deepest if deepest >= 0 else "ops"), False
-    return depth, False  # type: ignore[return-value]
-
-
-def collapse(
+def collapse_at(
     graph: Graph,
-    depth: Depth = "ops",
+    depth: OpDepth = "ops",
     *,
     predicate: Predicate | None = None,
     fold: bool = False,
@@ -152,23 +123,24 @@ def collapse(
     noise: bool = False,
     bundle: bool = False,
 ) -> CollapsedGraph:
-    """Collapse ``graph`` so that every module call at ``depth`` is one node (see ``graph/_depth.py``).
+    """Collapse ``graph`` so that every module call at call depth ``depth`` is one node (``views/_collapse.py``
+    also takes ``"auto"`` and ``"all"``, and resolves them first: ``views/_depths.py``).
 
     A leaf call (one that calls no other module) above that depth is one node too, as it has
     nothing but ops inside; ``"ops"`` (the default) keeps every op.
     ``predicate``: also collapse every call it accepts (the outermost collapsed call wins).
     ``fold``: show a run of identical, chained sibling calls once, with their count.
     ``params``: show parameters, buffers and constants as nodes. ``noise``: show the
-    bookkeeping ops nothing reads (see ``views.noise``), hidden by default.
+    bookkeeping ops nothing reads (see ``views/_noise.py``), hidden by default.
     ``bundle``: draw the ops an expanded call issued between two of its sub-calls as one node
-    (``5028 ops: aten::select ×1512, …``; ``views.bundle``); ``"auto"`` does so when no depth
-    fits otherwise (``views.auto.auto_depth``: a node budget and a width budget).
+    (``5028 ops: aten::select ×1512, …``; ``views/_bundle.py``); ``"auto"`` does so when no depth
+    fits otherwise (``views/_auto.py``'s ``auto_depth``: a node budget and a width budget).
 
     >>> import torch, dispatchtrace as dt
     >>> net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()), torch.ones(1, 4)
     >>> with dt.capture(net) as g:
     ...     _ = net(x)
-    >>> print(collapse(g, 1))
+    >>> print(collapse_at(g, 1))
     n0 input input
     n1 call 0 (Linear)
     n2 call 1 (ReLU)
@@ -179,8 +151,9 @@ def collapse(
     """
     if not isinstance(noise, bool):
         raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
-    used, needs_bundle = resolve_depth(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)
-    return _Collapser(graph, used, predicate, fold, params, noise, bundle or needs_bundle).build()
+    if depth != "ops" and (type(depth) is not int or depth < 0):
+        raise ValueError(f"collapse_at takes a call depth >= 0 or 'ops', not {depth!r} (views.collapse resolves the others)")
+    return _Collapser(graph, depth, predicate, fold, params, noise, bundle).build()
 
 
 Origin = Op | Call | None  # where a tensor comes from: an op, an empty call passing it on, or outside

@@ -79,7 +79,7 @@ class Collective:
     ``None`` for c10d ops (they return after the work is issued) and unused results.
     ``region``: the innermost ``torch.profiler.record_function`` range open around it, as
     ``fully_shard`` labels its work (``FSDP::all_gather (layers.0)``), else ``None``.
-    ``serves``: the module call it serves (``views.serves``: the module a ``fully_shard`` region
+    ``serves``: the module call it serves (``views/_serves.py``: the module a ``fully_shard`` region
     names, else a forward op's call, a backward op's origin). ``params``: the parameters whose
     gradients it sends (DDP's bucket, FSDP2's reduce-scatter), in the order they were made.
     """

@@ -251,7 +251,7 @@ class Costs:
         self._by_sizes: dict[tuple[int | None, ...], OpCost] = {}  # their costs, by output sizes
         self._sizes: dict[tuple[Any, str], int | None] = {}  # (shape, dtype) -> tensor_bytes
         self._unsized: set[int] = set()  # ids of the calls an unsized write is inside (``sized``)
-        # a phase view (``views.phases``) asks its capture's costs for each op it copies
+        # a phase view (``views/_phases.py``) asks its capture's costs for each op it copies
         self._shared, self._source = shared, getattr(graph, "source_op", None)
 
     def op(self, op: Op) -> OpCost:

@@ -68,14 +68,14 @@ class Row:
     ``label`` names the call fully (``transformer.h.3.ln_1``, ``layer1.0.relu#2`` when the module
     ran more than once). ``input``: the shapes the call was given. ``trainable`` / ``frozen``:
     parameter elements that require grad and that do not, and ``attrs`` the module attributes of
-    ``views.attrs.ATTRIBUTES`` it has (``{"kernel_size": (3, 3), "stride": (2, 2), ...}``); these
+    ``views/_attrs.py``'s ``ATTRIBUTES`` it has (``{"kernel_size": (3, 3), "stride": (2, 2), ...}``); these
     three are read from the live module when the summary is made, ``None`` once it is gone (a
     loaded capture). ``bytes`` is ``None`` when an op inside has a shape that cannot be sized.
     On a training step (a capture with ops outside the forward):
     ``forward_flops`` the call's forward ops, ``backward_flops`` the backward and recompute ops that
     belong to it or to a call inside it (``op.origin``, gradient accumulation with its parameter's
-    module: ``views.phases``), ``saved`` the bytes autograd saved for backward inside it
-    (``views.memory``); ``None`` otherwise.
+    module: ``views/_phases.py``), ``saved`` the bytes autograd saved for backward inside it
+    (``views/_memory.py``); ``None`` otherwise.
     """
 
     label: str
@@ -176,7 +176,7 @@ def summary(graph: Graph, depth: Depth = "all", *, phase: PhaseView = "forward")
 
     ``depth`` as in ``graph/_depth.py``; the table has no op rows, so ``"all"`` (the default),
     ``"ops"`` and ``"auto"`` all list every call. ``phase``: the rows and the ``FLOPs``, bytes
-    columns of that phase view of a training step (``views.phases``: ``"backward"`` lists the
+    columns of that phase view of a training step (``views/_phases.py``: ``"backward"`` lists the
     calls backward ops belong to, ``"all"`` counts every op, the total then equals
     ``FlopCounterMode``'s). A training step also gets the ``forward_flops``, ``backward_flops`` and
     ``saved`` columns (``Row``), whatever the phase.

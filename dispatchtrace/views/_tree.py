@@ -111,15 +111,15 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     ``aten::cat %cat_6``). A call with only ops inside is shown open only with ``ops=True`` (or
     ``depth="ops"``), which also lists the ops of the calls shown closed; a capture whose module
     calls have no submodules (one attention block) lists its ops at ``"all"`` and ``"auto"``. ``noise=True`` keeps the
-    bookkeeping ops nothing reads (see ``views.noise``). ``at`` (a call, or a label as
+    bookkeeping ops nothing reads (see ``views/_noise.py``). ``at`` (a call, or a label as
     ``Call.label`` spells it: ``"layer1.0"``, ``"layer1.0.relu#2"``; see ``query.resolve``) starts
     the tree there. ``statements=True`` groups consecutive items of one call (sub-calls, ops,
     whole parallel blocks) issued by one source line under a ``statement`` node labelled with
     that line (``x = (main_path + parallel_path) / 2  models.py:32``); a branch that is one
     statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
-    statement and stays alone (see ``views.statements``). ``phase`` shows a training step's
+    statement and stays alone (see ``views/_statements.py``). ``phase`` shows a training step's
     forward, backward (each op under the forward call it belongs to) or both, ops outside the
-    forward then marked ``[backward]`` (see ``views.phases``).
+    forward then marked ``[backward]`` (see ``views/_phases.py``).
 
     >>> import torch, dispatchtrace as dt
     >>> class Net(torch.nn.Module):

@@ -10,7 +10,7 @@ from models import CoolCNN, traced
 
 import dispatchtrace as dt
 from dispatchtrace.views import CollapsedGraph, Node, collapse
-from dispatchtrace.views._collapse import auto_depth
+from dispatchtrace.views._auto import auto_depth
 
 
 def names(nodes: list[Node]) -> list[str]:
