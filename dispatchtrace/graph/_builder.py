@@ -88,7 +88,7 @@ class GraphBuilder:
         gradient it accumulates (``param``)."""
         op.phase = phase
         if origin is not None or grad_of is not None or param is not None or op.rare is not None:
-            op.set_rare(origin=origin, grad_of=grad_of, param=param)  # one record for the three
+            op._set_rare(origin=origin, grad_of=grad_of, param=param)  # one record for the three
 
     @staticmethod
     def set_call_inputs(call: Call, refs: Iterable[TensorRef]) -> None:

@@ -47,6 +47,49 @@ class Rare:
 _EMPTY = Rare()
 
 
+def _rare_with(old: Rare, values: dict[str, Any]) -> Rare | None:
+    """``old`` with ``values`` set, ``None`` when all five are empty."""
+    get = values.get
+    rare = Rare(get("mutated", old.mutated), get("origin", old.origin), get("grad_of", old.grad_of),
+                get("param", old.param), get("dtensor", old.dtensor))
+    return None if rare == _EMPTY else rare
+
+
+class _RareField:
+    """One of ``Op``'s five rare fields, read from (and written as a new) ``op.rare``: its default while
+    ``rare`` is ``None``, as most ops have it.
+
+    >>> op = Op(0, "relu", "aten.relu.default", None, (), {}, ())
+    >>> op.param, op.rare
+    (None, None)
+    >>> op.param = "fc.weight"
+    >>> op.param, op.rare
+    ('fc.weight', Rare(mutated=(), origin=None, grad_of=None, param='fc.weight', dtensor=None))
+    >>> op.param = None
+    >>> op.rare is None
+    True
+    """
+
+    __slots__ = ("name", "default")
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name, self.default = name, default
+
+    def __get__(self, op: Op | None, owner: type | None = None) -> Any:
+        if op is None:
+            return self
+        rare = op.rare
+        return self.default if rare is None else getattr(rare, self.name)
+
+    def __set__(self, op: Op, value: Any) -> None:
+        rare = op.rare
+        if rare is None:  # most assignments: nothing to merge (the in-place ops' mutated, above all)
+            if value is not None and value != ():
+                op.rare = Rare(**{self.name: value})
+        else:
+            op.rare = _rare_with(rare, {self.name: value})
+
+
 @dataclass(slots=True, eq=False)
 class Op:
     """One ATen op as it ran. Read-only once the capture block has exited.
@@ -76,66 +119,16 @@ class Op:
     """``mutated``, ``origin``, ``grad_of``, ``param`` and ``dtensor`` in one record, ``None`` while all are
     empty (read those five by name; ``rare is None`` says at a glance that none is set)."""
 
-    def set_rare(self, **values: Any) -> None:
-        """Set some of the five rare fields (``GraphBuilder`` sets them): a new record, as a copy of this
-        op (``dataclasses.replace``) may share the old one; ``None`` again when all are empty."""
-        old = self.rare or _EMPTY
-        get = values.get
-        rare = Rare(get("mutated", old.mutated), get("origin", old.origin), get("grad_of", old.grad_of),
-                     get("param", old.param), get("dtensor", old.dtensor))
-        self.rare = None if rare == _EMPTY else rare
+    mutated = _RareField("mutated", ())
+    origin = _RareField("origin", None)
+    grad_of = _RareField("grad_of", None)
+    param = _RareField("param", None)
+    dtensor = _RareField("dtensor", None)
 
-    @property
-    def mutated(self) -> tuple[TensorRef, ...]:
-        rare = self.rare
-        return () if rare is None else rare.mutated
-
-    @mutated.setter
-    def mutated(self, value: tuple[TensorRef, ...]) -> None:
-        if self.rare is None:  # the one rare field capture sets often (in-place ops): no merge to do
-            self.rare = Rare(value) if value else None
-        else:
-            self.set_rare(mutated=value)
-
-    @property
-    def origin(self) -> Call | None:
-        rare = self.rare
-        return None if rare is None else rare.origin
-
-    @origin.setter
-    def origin(self, value: Call | None) -> None:
-        if value is not None or self.rare is not None:
-            self.set_rare(origin=value)
-
-    @property
-    def grad_of(self) -> Op | None:
-        rare = self.rare
-        return None if rare is None else rare.grad_of
-
-    @grad_of.setter
-    def grad_of(self, value: Op | None) -> None:
-        if value is not None or self.rare is not None:
-            self.set_rare(grad_of=value)
-
-    @property
-    def param(self) -> str | None:
-        rare = self.rare
-        return None if rare is None else rare.param
-
-    @param.setter
-    def param(self, value: str | None) -> None:
-        if value is not None or self.rare is not None:
-            self.set_rare(param=value)
-
-    @property
-    def dtensor(self) -> DTensorOp | None:
-        rare = self.rare
-        return None if rare is None else rare.dtensor
-
-    @dtensor.setter
-    def dtensor(self, value: DTensorOp | None) -> None:
-        if value is not None or self.rare is not None:
-            self.set_rare(dtensor=value)
+    def _set_rare(self, **values: Any) -> None:
+        """Set some of the five rare fields at once (``GraphBuilder`` sets three in one record): a new record,
+        as a copy of this op (``dataclasses.replace``) may share the old one; ``None`` again when all are empty."""
+        self.rare = _rare_with(self.rare or _EMPTY, values)
 
     @property
     def users(self) -> tuple[Op, ...]:
