@@ -135,3 +135,15 @@ def test_calls_and_ops_know_the_line_that_issued_them() -> None:
     with dt.capture(model, source=False) as g2:
         model(x)
     assert all(op.source is None for op in g2.ops) and all(c.source is None for c in g2.calls)
+
+
+def test_ops_issued_inside_dispatchtrace_are_attributed_to_the_users_line() -> None:
+    # the frames of every module of the package (graph/_literal.py here, two levels below the package root)
+    # are the capture's own: the source line is the user's call, not dispatchtrace's
+    from dispatchtrace.graph import Literal
+
+    lit = Literal("float32", (1, 2), (1.0, 2.0))
+    with dt.capture(torch.nn.Identity()) as g:
+        lit.tensor("cpu")
+    assert g.ops and all(op.source.file == __file__ for op in g.ops)
+    assert {op.source.text for op in g.ops} == {'lit.tensor("cpu")'}
