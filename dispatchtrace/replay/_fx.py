@@ -120,6 +120,8 @@ class _Replayer:
             for ref in self._refs_of_kind("constant"):
                 if not self._has_value(ref):
                     self._placeholder(ref)
+        self.leaf_storages = {ref.storage for op in self.ops for ref in op.inputs
+                              if ref.producer is None and ref.kind in ("parameter", "input")}
         for op in self.ops:
             self._emit(op)
         self.fx.output(self._result(output_structure(g)))
@@ -326,7 +328,13 @@ class _Replayer:
     def _emit(self, op: Op) -> None:
         func = resolve_target(op.target)
         args, kwargs = self._args(op)
-        node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
+        if any(ref.storage in self.leaf_storages for ref in op.mutated):
+            # a write into a parameter or input (or a view of one) ran in eager under no_grad, the only
+            # mode where a leaf that requires grad may be written in place: replay it the same way
+            node = self.fx.create_node("call_function", leaf_write, (func, *args), kwargs, name=op.name)
+            node.meta["dispatchtrace_aten"] = func
+        else:
+            node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
         node.meta["dispatchtrace_op"] = op.index
         outs = op.outputs
         if not outs:
@@ -355,6 +363,21 @@ def _refuse_collectives(ops: list[Op]) -> None:
             raise ReplayError(
                 f"%{op.name} ({op.target}, over {group}) is a collective: replay runs one process and cannot "
                 f"reproduce what other ranks send; replay a capture of the model without torch.distributed")
+
+
+def leaf_write(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, an in-place op on a parameter or input: under ``no_grad`` when it
+    writes a leaf that requires grad (or a view of one) with grad mode on, which autograd refuses
+    and which therefore ran under ``no_grad`` in the forward (``self.w.mul_(1.5)`` in a ``no_grad`` block)."""
+    if torch.is_grad_enabled() and any(_grad_leaf(a) for a in tensor_leaves((args, kwargs))):
+        with torch.no_grad():
+            return func(*args, **kwargs)
+    return func(*args, **kwargs)
+
+
+def _grad_leaf(t: torch.Tensor) -> bool:
+    base = t if t._base is None else t._base
+    return base.is_leaf and base.requires_grad
 
 
 def _pick(value: Any, key: Any) -> Any:
