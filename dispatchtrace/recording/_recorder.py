@@ -14,7 +14,7 @@ from torch.utils.hooks import RemovableHandle
 from .._structure import leaves, map_leaves, template, tensor_leaves, tensors_in
 from .._torch import has_values
 from ..graph import SCHEMAS as _schemas
-from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, schema_of, shares_storage
+from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, input_construction, schema_of, shares_storage
 from ._collectives import recorded_object, with_groups
 from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
@@ -384,6 +384,9 @@ class Recorder:
         tops = [c for c in graph.root.children if isinstance(c, Call)]
         self.builder.set_graph_io(self.tracker.inputs, [r for c in tops for r in c.outputs])
         add_dataflow_inputs(graph, self._starts)
+        construction = input_construction(graph)
+        if construction:
+            self.builder.add_note(construction.note())
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
             table.assign(graph.ops, self._sites)

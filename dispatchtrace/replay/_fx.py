@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from .._structure import iter_leaves, map_leaves, tensor_leaves
 from ..errors import ReplayError
-from ..graph import Call, Group, Op, TensorRef, is_collective, overload_of
+from ..graph import Call, Group, Op, TensorRef, input_construction, is_collective, overload_of
 from ._forward import output_structure, replayed_ops
 
 if TYPE_CHECKING:
@@ -100,7 +100,10 @@ class _Replayer:
         self.root = nn.Module()
         self.input_names: list[str] = []
         self.attrs: dict[str, torch.Tensor] = {}
-        self.ops = replayed_ops(graph)
+        self.construction = input_construction(graph)
+        built = {op.index for op in self.construction.ops}
+        self.ops = [op for op in replayed_ops(graph) if op.index not in built]
+        self.made = {ref.id for ref in self.construction.made}
         self.left = {op.index for op in graph.ops} - {op.index for op in self.ops}
         if model is not None:
             self.attrs.update(dict(model.named_parameters(remove_duplicate=False)))
@@ -141,7 +144,10 @@ class _Replayer:
         positional, keywords = top[0].arguments
         pairs = [*positional, *keywords.items()]
         passed = {ref.name for _, value in pairs for ref in iter_leaves(value) if isinstance(ref, TensorRef)}
-        if any(ref.name not in passed for ref in self.g.inputs):
+        # an input only input construction reads (the Python data of ``torch.tensor(ids)``) is no replay input
+        read = {r.name for op in self.ops for r in op.inputs if r.kind == "input"}
+        read.update(r.name for r in self.g.outputs if r.kind == "input")
+        if any(ref.name not in passed and (ref.name in read or not self.construction) for ref in self.g.inputs):
             return False
         # keywords that hold no tensor go last, with what was passed as their default (the replay
         # ran with those values: its ops hold them), so gm(x, x, x) works for mha(x, x, x, need_weights=False)
@@ -164,13 +170,18 @@ class _Replayer:
         """Map each input ref inside ``value`` (what ``node`` holds) to ``node`` or an item of it."""
         if isinstance(value, TensorRef):
             key = (value.kind, value.name)
-            if value.kind == "input" and key not in self.external:
+            if value.id in self.made and value.producer is not None:  # built inside the block: an input all the same
+                if value.id not in self.env:
+                    self.env[value.id] = node
+                    node.meta.setdefault("dispatchtrace_ref", value)
+            elif (value.kind == "input" or value.id in self.made) and key not in self.external:
                 self.external[key] = node
                 node.meta.setdefault("dispatchtrace_ref", value)
             return
         items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
         for key, item in items:
-            if any(isinstance(r, TensorRef) and (r.kind, r.name) not in self.external for r in iter_leaves(item)):
+            if any(isinstance(r, TensorRef) and (r.kind, r.name) not in self.external and r.id not in self.env
+                   for r in iter_leaves(item)):
                 self._bind(item, self.fx.call_function(_pick, (node, key)))
 
     # ---- externals ---------------------------------------------------------------------------
