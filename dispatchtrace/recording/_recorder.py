@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .._structure import leaves, map_leaves, template, tensor_leaves, tensors_in
-from .._torch import has_values
+from .._torch import has_values, pytree_node
 from ..graph import SCHEMAS as _schemas
 from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, input_construction, schema_of, shares_storage
 from ._collectives import recorded_object, with_groups
@@ -206,7 +206,7 @@ class Recorder:
             self.builder.set_call_result(call, (s.ref,), s.ref)
         else:
             ref_of = self.tracker.ref_of
-            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
+            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of, pytree_node))
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:

@@ -12,10 +12,11 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from .._structure import iter_leaves, map_leaves, tensor_leaves
+from .._structure import Built, iter_leaves, map_leaves, tensor_leaves
 from ..errors import ReplayError
 from ..graph import Call, Group, Op, TensorRef, input_construction, is_collective, overload_of
 from ._forward import output_structure, replayed_ops
+from ._objects import built_type, rebuild
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -49,7 +50,9 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     It returns what the forward returned, in its structure (``output_structure``): when the
     capture holds exactly one top-level module call and that call's ``returned`` is known, a
     tensor stays a tensor and lists, tuples and dicts keep their nesting (namedtuples and
-    dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were).
+    dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were; pytree
+    nodes such as ``ModelOutput`` through torch's pytree, other objects holding tensors, such as a
+    ``DynamicCache``, made again with the replayed tensors: ``structure.rebuild``).
     Otherwise (several top-level calls, none) it returns ``graph.outputs`` as a flat tuple.
 
     It replays the forward function only (``replayed_ops``): every op that ran inside a top-level
@@ -312,6 +315,15 @@ class _Replayer:
     def _result_leaf(self, value: Any) -> Any:
         if isinstance(value, TensorRef):
             return self._node(value, None)
+        if isinstance(value, Built):  # a ModelOutput, a DynamicCache: made again around the replayed tensors
+            try:
+                built_type(value)
+            except ImportError as exc:
+                raise ReplayError(str(exc)) from None
+            target = f"_built{sum(k[0] == 'built' for k in self.external)}"
+            setattr(self.root, target, value)
+            maker = self.external["built", target] = self.fx.get_attr(target)
+            return self.fx.call_function(rebuild, (maker, self._result(value.fields)))
         return value if type(value) in _PRINTABLE else None
 
     def _args(self, op: Op) -> tuple[tuple[Any, ...], dict[str, Any]]:
