@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..graph import Graph
 from ..serialize import FormatError, load
+from ..views import has_backward
 from ._errors import ArgumentParser, CliError
 from ._options import add_output_arguments, add_view_arguments, check_outputs, tree_of, write_outputs
 
@@ -39,12 +40,14 @@ def run(argv: Sequence[str]) -> int:
     if len(args.trace) > 1 or glob.has_magic(args.trace[0]):
         return _ranks(args)
     graph = read(args.trace[0])
+    if args.phase == "backward" and not has_backward(graph):
+        raise CliError("--phase backward: there is no backward phase in this capture; render a capture of a training step (`dispatchtrace MODEL --train -o trace.json`, or one with loss.backward() inside the block)")
     show_tree = (not args.output and not args.summary) or args.tree
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
         tree_only = [f"--{k}" for k in ("at", "ops", "noise", "statements") if getattr(args, k) not in (None, False)]
         if tree_only and not show_tree and not args.output:
-            print(f"note: {' and '.join(tree_only)} {'shape' if len(tree_only) > 1 else 'shapes'} the tree only; "
+            print(f"dispatchtrace: note: {' and '.join(tree_only)} {'shape' if len(tree_only) > 1 else 'shapes'} the tree only; "
                   "add --tree to print it below the summary", file=sys.stderr)
     if show_tree:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
@@ -67,7 +70,7 @@ def _ranks(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from e
     for out in pages:
         write_ranks(ranks, out)
-        print(f"wrote {out} ({len(ranks)} ranks)", file=sys.stderr)
+        print(f"wrote {out} ({len(ranks)} rank{'s' * (len(ranks) != 1)})")
     return 0
 
 

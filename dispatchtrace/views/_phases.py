@@ -68,6 +68,15 @@ def has_training(graph: Graph) -> bool:
 
 _PHASE = attrgetter("phase")
 
+NO_BACKWARD = ("there is no backward phase in this capture (no op ran in autograd's backward), so phase='backward' "
+               "has nothing to show; capture a training step: call loss.backward() inside the `with dt.capture(...)` "
+               "block, or run `dispatchtrace MODEL --train`")
+
+
+def has_backward(graph: Graph) -> bool:
+    """Whether any op of ``graph`` ran in autograd's backward (or recomputed a checkpoint there)."""
+    return any(op.phase == "backward" or op.phase == "recompute" for op in graph.ops)
+
 
 def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
     """The graph of ``phase`` (see the module docstring); ``graph`` itself when it has nothing but forward ops.
@@ -84,6 +93,8 @@ def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
     check_phase(phase)
     if isinstance(graph, PhaseGraph) and graph.base is not None:
         graph = graph.base
+    if phase == "backward" and not has_backward(graph):
+        raise ValueError(NO_BACKWARD)
     if not has_training(graph):
         return graph
     cached = _CACHE.get(graph, {}).get(phase)

@@ -39,10 +39,13 @@ def test_forward_only_capture_is_its_own_view_under_every_phase():
     with torch.no_grad(), dt.capture(model) as g:
         model(x)
     base = (str(g.tree()), str(g.summary()), g.to_dot().source, str(g.collapse(1)))
-    for phase in PHASE_VIEWS:
+    for phase in ("forward", "all"):
         assert phase_graph(g, phase) is g
         assert (str(g.tree(phase=phase)), str(g.summary(phase=phase)), g.to_dot(phase=phase).source,
                 str(g.collapse(1, phase=phase))) == base
+    with pytest.raises(ValueError, match="no backward phase in this capture"):  # not the forward, quietly
+        phase_graph(g, "backward")
+    assert set(PHASE_VIEWS) == {"forward", "backward", "all"}
     assert not g.summary().training and "Bwd FLOPs" not in str(g.summary())
 
 
