@@ -9,7 +9,8 @@ Two shapes of nesting, each walked here and nowhere else:
   tensors); ``iter_leaves`` visits the leaves (serialization collects the refs).
 - module-call arguments and results (what user code passes): also dicts, namedtuples and
   dataclasses; ``leaves`` gives each tensor with its access path, ``tensors_in`` the tensors,
-  ``template`` the structure with refs in place of tensors.
+  ``template`` the structure with refs in place of tensors (other objects that hold tensors as
+  ``Built`` records, ``rebuild`` makes them again).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
+_PLAIN_MODULES = frozenset({"builtins", "collections"})
 
 
 def leaves(value: Any, path: str = "", _depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
@@ -66,28 +69,83 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
     return [t for _, t in leaves(value)]
 
 
-def template(value: Any, read: Any, _depth: int = 0) -> Any:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Built:
+    """An object of another type than a list, tuple, dict, namedtuple or dataclass inside what a call
+    returned, that holds tensors: how to make it again around other tensors (``rebuild``).
+
+    ``type`` is its class as ``module.QualName``; ``how`` is ``"pytree"`` for a type registered with
+    torch's pytree (Hugging Face's ``ModelOutput``: ``fields`` its children, ``context`` pytree's
+    context) or ``"object"`` for any other object (a Hugging Face ``DynamicCache``: ``fields`` its
+    ``__dict__``, ``context`` ``None``), each field a template itself.
+    """
+
+    type: str
+    how: str
+    context: Any
+    fields: Any
+    cls: type | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The class itself while this process has it (a class from a saved file is imported by ``type``)."""
+
+
+def template(value: Any, read: Any, node_of: Callable[[type], Any] | None = None, _depth: int = 0) -> Any:
     """``value`` with every tensor replaced by ``read(tensor)``: tuples, lists and dicts kept,
-    namedtuples and dataclasses as dicts of their fields, ``None`` and scalars as they are,
-    other objects as ``None``.
+    namedtuples and dataclasses as dicts of their fields, ``None``, scalars, dtypes and devices as
+    they are, the rest as ``None``; with ``node_of`` (torch's pytree registry: ``_torch.pytree_node``),
+    objects that hold tensors as ``Built`` records instead (a type ``node_of`` knows by its children,
+    any other by its attributes), as what a call returned is recorded.
 
     >>> template({"a": torch.ones(1), "b": [None, 3, torch.zeros(2)]}, lambda t: tuple(t.shape))
     {'a': (1,), 'b': [None, 3, (2,)]}
+    >>> class Cache:
+    ...     def __init__(self): self.keys, self.seen = [torch.ones(2)], 1
+    >>> template(Cache(), lambda t: tuple(t.shape), lambda cls: None).fields
+    {'keys': [(2,)], 'seen': 1}
     """
     if isinstance(value, torch.Tensor):
         return read(value)
     if value is None or type(value) in (int, float, bool, str) or _depth > 32:
         return value if _depth <= 32 else None
+    if isinstance(value, (torch.device, torch.dtype)):
+        return value
+    cls = type(value)
+    if node_of is not None and cls.__module__ not in _PLAIN_MODULES:
+        node = node_of(cls)
+        if node is not None:
+            children, context = node[0](value)
+            return Built(_name(cls), "pytree", context, [template(c, read, node_of, _depth + 1) for c in children], cls)
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return {name: template(getattr(value, name), read, _depth + 1) for name in value._fields}
+        return {name: template(getattr(value, name), read, node_of, _depth + 1) for name in value._fields}
     if isinstance(value, (list, tuple)):
-        return type(value)(template(v, read, _depth + 1) for v in value) if type(value) in (list, tuple) \
-            else [template(v, read, _depth + 1) for v in value]
+        return type(value)(template(v, read, node_of, _depth + 1) for v in value) if type(value) in (list, tuple) \
+            else [template(v, read, node_of, _depth + 1) for v in value]
     if isinstance(value, dict):
-        return {k: template(v, read, _depth + 1) for k, v in value.items()}
+        return {k: template(v, read, node_of, _depth + 1) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: template(getattr(value, f.name), read, _depth + 1) for f in dataclasses.fields(value)}
+        return {f.name: template(getattr(value, f.name), read, node_of, _depth + 1) for f in dataclasses.fields(value)}
+    attrs = getattr(value, "__dict__", None)
+    if node_of is not None and type(attrs) is dict and not isinstance(value, (type, torch.nn.Module)) \
+            and _holds_tensor(attrs, 0):
+        return Built(_name(cls), "object", None, {k: template(v, read, node_of, _depth + 1) for k, v in attrs.items()}, cls)
     return None
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _holds_tensor(value: Any, depth: int) -> bool:
+    """Whether a tensor is inside ``value`` (lists, tuples, dicts and objects' attributes, 6 deep)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth > 6 or value is None or type(value) in (int, float, bool, str):
+        return False
+    if isinstance(value, (list, tuple)):
+        return any(_holds_tensor(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tensor(v, depth + 1) for v in value.values())
+    attrs = getattr(value, "__dict__", None)
+    return type(attrs) is dict and not isinstance(value, (type, torch.nn.Module)) and _holds_tensor(attrs, depth + 1)
 
 
 # ---- op arguments and results: plain lists, tuples (and dicts) ------------------------------

@@ -48,3 +48,12 @@ def has_values(t: torch.Tensor) -> bool:
     from torch._subclasses.fake_tensor import is_fake
 
     return t.device.type != "meta" and not is_fake(t)
+
+
+def pytree_node(cls: type) -> tuple[Any, Any] | None:
+    """``(flatten_fn, unflatten_fn)`` of a type registered with torch's pytree
+    (``torch.utils._pytree.register_pytree_node``: Hugging Face's ``ModelOutput``), else ``None``."""
+    from torch.utils._pytree import SUPPORTED_NODES
+
+    node = SUPPORTED_NODES.get(cls)
+    return None if node is None else (node.flatten_fn, node.unflatten_fn)

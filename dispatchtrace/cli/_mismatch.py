@@ -16,7 +16,8 @@ def parser() -> argparse.ArgumentParser:
         description="Read the captures of several ranks (one JSON file per rank, named like trace.rank0.json: "
         "dt.rank_path) and report the first collective where they disagree (kind, process group, reduce op, "
         "shapes or order), with each rank's call and source line. Exit status 0 when every group's ranks "
-        "issued the same collectives, 1 when they do not.",
+        "issued the same collectives, 1 when they do not, 2 for a usage error (one file), 3 when no capture "
+        "holds a collective.",
         examples=["dispatchtrace mismatch trace.rank*.json", "dispatchtrace mismatch a.rank0.json a.rank1.json --list"],
     )
     p.add_argument("files", nargs="+", help="rank files (a shell glob, or a quoted pattern such as 'trace.rank*.json')")
@@ -35,10 +36,21 @@ def run(argv: Sequence[str]) -> int:
         for rank, graph in ranks.items():
             print(f"rank {rank}:")
             print("\n".join(f"  {line}" for line in str(graph.collectives()).splitlines()))
+    if len(ranks) < 2:
+        raise CliError(f"{len(ranks)} rank file ({', '.join(f'rank {r}' for r in ranks)}): a mismatch needs the files of "
+                       f"two ranks or more; pass every rank's file ('trace.rank*.json')")
+    counts = {r: len(g.collectives()) for r, g in ranks.items()}
+    if not any(counts.values()):
+        print(f"nothing to compare: none of the {len(ranks)} ranks' captures holds a collective (capture the forward "
+              f"that runs torch.distributed collectives on every rank)")
+        return NOTHING
     found = mismatch(ranks)
     if found is None:
-        counts = ", ".join(f"rank {r}: {len(g.collectives())}" for r, g in ranks.items())
-        print(f"{len(ranks)} ranks agree on every collective ({counts})")
+        print(f"{len(ranks)} ranks agree on every collective ({', '.join(f'rank {r}: {n}' for r, n in counts.items())})")
         return 0
     print(found)
     return 1
+
+
+NOTHING = 3
+"""The exit status when no rank's capture holds a collective: there is nothing to agree or disagree on."""

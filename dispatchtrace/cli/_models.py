@@ -218,7 +218,8 @@ def _build(obj: Any, spec: str) -> nn.Module:
             raise
         raise CliError(f"cannot build {spec} without arguments ({one_line(e)}); point at a function that builds it") from e
     if not isinstance(model, nn.Module):
-        raise CliError(f"{spec}() returned a {type(model).__name__}, not an nn.Module")
+        kind = type(model).__name__
+        raise CliError(f"{spec}() returned {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}, not an nn.Module")
     return model
 
 

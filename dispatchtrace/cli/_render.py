@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import glob
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ..graph import Graph
 from ..serialize import FormatError, load
+from ..views import has_backward
 from ._errors import ArgumentParser, CliError
 from ._options import add_output_arguments, add_view_arguments, check_options, check_outputs, tree_of, write_outputs
 
@@ -41,6 +41,8 @@ def run(argv: Sequence[str]) -> int:
     show_tree = (not args.output and not args.summary) or args.tree
     check_options(args, tree=show_tree, summary=args.summary)
     graph = read(args.trace[0])
+    if args.phase == "backward" and not has_backward(graph):
+        raise CliError("--phase backward: there is no backward phase in this capture; render a capture of a training step (`dispatchtrace MODEL --train -o trace.json`, or one with loss.backward() inside the block)")
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
     if show_tree:
@@ -64,7 +66,7 @@ def _ranks(args: argparse.Namespace) -> int:
         raise CliError(str(e)) from e
     for out in pages:
         write_ranks(ranks, out)
-        print(f"wrote {out} ({len(ranks)} ranks)", file=sys.stderr)
+        print(f"wrote {out} ({len(ranks)} rank{'s' * (len(ranks) != 1)})")
     return 0
 
 

@@ -11,7 +11,8 @@ import torch
 from .._version import __version__
 from ..graph import Graph
 from ..recording import capture
-from ._errors import ArgumentParser
+from ..views import has_backward
+from ._errors import ArgumentParser, CliError
 from ._models import load_model, parse_inputs
 from ._options import (
     add_model_arguments,
@@ -55,6 +56,8 @@ def run(argv: Sequence[str]) -> int:
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
     graph = train_step(model, inputs, name=args.model) if args.train else trace(model, inputs, name=args.model)
+    if args.phase == "backward" and not has_backward(graph):
+        raise CliError("--phase backward: there is no backward phase in this capture; add --train to capture a training step")
     if graph.notes:  # what the capture could not see (a scripted module's calls): one line
         print("dispatchtrace: note: " + " ".join(graph.notes), file=sys.stderr)
     if args.summary:

@@ -4,6 +4,7 @@ A leaf: nothing here imports a layer above it (``Graph``'s methods are doors tha
 renderer or replay they call inside the method). ``docs/semantics.md`` says what each record means.
 """
 
+from ._arguments import Construction, input_construction
 from ._builder import GraphBuilder
 from ._depth import AUTO_BUDGET, Depth, check_depth
 from ._dtensor import DTensorOp
@@ -19,8 +20,8 @@ from ._users import Users
 
 __all__ = [
     "AUTO_BUDGET", "PHASES", "PHASE_VIEWS", "SCHEMAS",
-    "Call", "Child", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op", "OpSchema",
+    "Call", "Child", "Construction", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op", "OpSchema",
     "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "TensorRef", "Users",
-    "check_depth", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text", "schema_of",
+    "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text", "schema_of",
     "shape_text", "shares_storage",
 ]

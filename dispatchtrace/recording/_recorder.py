@@ -12,9 +12,21 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .._structure import leaves, map_leaves, template, tensor_leaves, tensors_in
-from .._torch import has_values
+from .._torch import has_values, pytree_node
 from ..graph import SCHEMAS as _schemas
-from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, schema_of, shares_storage
+from ..graph import (
+    Call,
+    Graph,
+    GraphBuilder,
+    Kind,
+    Op,
+    Phase,
+    TensorRef,
+    input_construction,
+    overload_of,
+    schema_of,
+    shares_storage,
+)
 from ._collectives import recorded_object, with_groups
 from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
@@ -206,7 +218,7 @@ class Recorder:
             self.builder.set_call_result(call, (s.ref,), s.ref)
         else:
             ref_of = self.tracker.ref_of
-            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
+            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of, pytree_node))
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
@@ -382,8 +394,12 @@ class Recorder:
                 call.repeat = n
         add_params(graph)
         tops = [c for c in graph.root.children if isinstance(c, Call)]
+        _name_root_inputs(graph, self.tracker.inputs)
         self.builder.set_graph_io(self.tracker.inputs, [r for c in tops for r in c.outputs])
         add_dataflow_inputs(graph, self._starts)
+        construction = input_construction(graph)
+        if construction:
+            self.builder.add_note(construction.note())
         if self._sites is not None and self._call_sites is not None:
             table = SourceTable()
             table.assign(graph.ops, self._sites)
@@ -393,6 +409,34 @@ class Recorder:
         self._pending.clear()
         self._int_lists.clear()
         return self.builder.finish(error)
+
+
+def _name_root_inputs(graph: Graph, inputs: list[TensorRef]) -> None:
+    """An input first read outside any module call and passed to none (a loss's target) is named by the
+    argument of the op that first read it (``target`` of ``nll_loss_forward``), not ``input_1``."""
+    unnamed = {id(r): r for r in inputs if r.name is not None and r.name.startswith("input_")
+               and r.name[6:].isdigit() and r.producer is None}
+    if not unnamed:
+        return
+    passed = {id(r) for c in graph.root.children if isinstance(c, Call) for r in c.inputs}
+    taken = {r.name for r in inputs}
+    for op in graph.ops:
+        if not unnamed:
+            break
+        for i, a in enumerate(op.args):
+            ref = unnamed.get(id(a))
+            if ref is None or id(ref) in passed or op.call is not graph.root:
+                continue
+            del unnamed[id(ref)]
+            overload = overload_of(op.target)
+            arguments = overload._schema.arguments if overload is not None else []
+            name = arguments[i].name if i < len(arguments) else None
+            if not name or not name.isidentifier():
+                continue
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            ref.name = name
 
 
 def _sym_value(a: Any) -> Any:

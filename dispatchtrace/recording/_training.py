@@ -221,9 +221,7 @@ class Phases:
         recorder = self.recorder
         self._steps.append(recorder.phase)
         recorder.phase = "optimizer"
-        self._name_state(optimizer)
-        cls = type(optimizer)
-        recorder.builder.add_note(f"ops of phase optimizer ran in {cls.__module__}.{cls.__qualname__}.step")
+        self._name_state(optimizer)  # (no note: the optimizer phase says where these ops ran, and nothing is missing)
 
     def _step_post(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if threading.get_ident() == self._thread and self._steps:

@@ -12,10 +12,11 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from .._structure import iter_leaves, map_leaves, tensor_leaves
+from .._structure import Built, iter_leaves, map_leaves, tensor_leaves
 from ..errors import ReplayError
-from ..graph import Call, Group, Op, TensorRef, is_collective, overload_of
+from ..graph import Call, Group, Op, TensorRef, input_construction, is_collective, overload_of
 from ._forward import output_structure, replayed_ops
+from ._objects import built_type, rebuild
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -49,7 +50,9 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     It returns what the forward returned, in its structure (``output_structure``): when the
     capture holds exactly one top-level module call and that call's ``returned`` is known, a
     tensor stays a tensor and lists, tuples and dicts keep their nesting (namedtuples and
-    dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were).
+    dataclasses come back as dicts of their fields; ints, strings and ``None`` as they were; pytree
+    nodes such as ``ModelOutput`` through torch's pytree, other objects holding tensors, such as a
+    ``DynamicCache``, made again with the replayed tensors: ``structure.rebuild``).
     Otherwise (several top-level calls, none) it returns ``graph.outputs`` as a flat tuple.
 
     It replays the forward function only (``replayed_ops``): every op that ran inside a top-level
@@ -100,7 +103,10 @@ class _Replayer:
         self.root = nn.Module()
         self.input_names: list[str] = []
         self.attrs: dict[str, torch.Tensor] = {}
-        self.ops = replayed_ops(graph)
+        self.construction = input_construction(graph)
+        built = {op.index for op in self.construction.ops}
+        self.ops = [op for op in replayed_ops(graph) if op.index not in built]
+        self.made = {ref.id for ref in self.construction.made}
         self.left = {op.index for op in graph.ops} - {op.index for op in self.ops}
         if model is not None:
             self.attrs.update(dict(model.named_parameters(remove_duplicate=False)))
@@ -120,6 +126,8 @@ class _Replayer:
             for ref in self._refs_of_kind("constant"):
                 if not self._has_value(ref):
                     self._placeholder(ref)
+        self.leaf_storages = {ref.storage for op in self.ops for ref in op.inputs
+                              if ref.producer is None and ref.kind in ("parameter", "input")}
         for op in self.ops:
             self._emit(op)
         self.fx.output(self._result(output_structure(g)))
@@ -139,7 +147,10 @@ class _Replayer:
         positional, keywords = top[0].arguments
         pairs = [*positional, *keywords.items()]
         passed = {ref.name for _, value in pairs for ref in iter_leaves(value) if isinstance(ref, TensorRef)}
-        if any(ref.name not in passed for ref in self.g.inputs):
+        # an input only input construction reads (the Python data of ``torch.tensor(ids)``) is no replay input
+        read = {r.name for op in self.ops for r in op.inputs if r.kind == "input"}
+        read.update(r.name for r in self.g.outputs if r.kind == "input")
+        if any(ref.name not in passed and (ref.name in read or not self.construction) for ref in self.g.inputs):
             return False
         # keywords that hold no tensor go last, with what was passed as their default (the replay
         # ran with those values: its ops hold them), so gm(x, x, x) works for mha(x, x, x, need_weights=False)
@@ -162,13 +173,18 @@ class _Replayer:
         """Map each input ref inside ``value`` (what ``node`` holds) to ``node`` or an item of it."""
         if isinstance(value, TensorRef):
             key = (value.kind, value.name)
-            if value.kind == "input" and key not in self.external:
+            if value.id in self.made and value.producer is not None:  # built inside the block: an input all the same
+                if value.id not in self.env:
+                    self.env[value.id] = node
+                    node.meta.setdefault("dispatchtrace_ref", value)
+            elif (value.kind == "input" or value.id in self.made) and key not in self.external:
                 self.external[key] = node
                 node.meta.setdefault("dispatchtrace_ref", value)
             return
         items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
         for key, item in items:
-            if any(isinstance(r, TensorRef) and (r.kind, r.name) not in self.external for r in iter_leaves(item)):
+            if any(isinstance(r, TensorRef) and (r.kind, r.name) not in self.external and r.id not in self.env
+                   for r in iter_leaves(item)):
                 self._bind(item, self.fx.call_function(_pick, (node, key)))
 
     # ---- externals ---------------------------------------------------------------------------
@@ -299,6 +315,15 @@ class _Replayer:
     def _result_leaf(self, value: Any) -> Any:
         if isinstance(value, TensorRef):
             return self._node(value, None)
+        if isinstance(value, Built):  # a ModelOutput, a DynamicCache: made again around the replayed tensors
+            try:
+                built_type(value)
+            except ImportError as exc:
+                raise ReplayError(str(exc)) from None
+            target = f"_built{sum(k[0] == 'built' for k in self.external)}"
+            setattr(self.root, target, value)
+            maker = self.external["built", target] = self.fx.get_attr(target)
+            return self.fx.call_function(rebuild, (maker, self._result(value.fields)))
         return value if type(value) in _PRINTABLE else None
 
     def _args(self, op: Op) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -326,7 +351,13 @@ class _Replayer:
     def _emit(self, op: Op) -> None:
         func = resolve_target(op.target)
         args, kwargs = self._args(op)
-        node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
+        if any(ref.storage in self.leaf_storages for ref in op.mutated):
+            # a write into a parameter or input (or a view of one) ran in eager under no_grad, the only
+            # mode where a leaf that requires grad may be written in place: replay it the same way
+            node = self.fx.create_node("call_function", leaf_write, (func, *args), kwargs, name=op.name)
+            node.meta["dispatchtrace_aten"] = func
+        else:
+            node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
         node.meta["dispatchtrace_op"] = op.index
         outs = op.outputs
         if not outs:
@@ -355,6 +386,21 @@ def _refuse_collectives(ops: list[Op]) -> None:
             raise ReplayError(
                 f"%{op.name} ({op.target}, over {group}) is a collective: replay runs one process and cannot "
                 f"reproduce what other ranks send; replay a capture of the model without torch.distributed")
+
+
+def leaf_write(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, an in-place op on a parameter or input: under ``no_grad`` when it
+    writes a leaf that requires grad (or a view of one) with grad mode on, which autograd refuses
+    and which therefore ran under ``no_grad`` in the forward (``self.w.mul_(1.5)`` in a ``no_grad`` block)."""
+    if torch.is_grad_enabled() and any(_grad_leaf(a) for a in tensor_leaves((args, kwargs))):
+        with torch.no_grad():
+            return func(*args, **kwargs)
+    return func(*args, **kwargs)
+
+
+def _grad_leaf(t: torch.Tensor) -> bool:
+    base = t if t._base is None else t._base
+    return base.is_leaf and base.requires_grad
 
 
 def _pick(value: Any, key: Any) -> Any:

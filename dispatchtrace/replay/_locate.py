@@ -192,7 +192,7 @@ class _Recording(fx.Interpreter):
             if "dispatchtrace_op" in n.meta and self.failed is None:
                 self.failed = (n.meta["dispatchtrace_op"], f"replay raised {one_line(exc)}")
             raise
-        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+        if n.op == "call_function" and (isinstance(n.target, torch._ops.OpOverload) or "dispatchtrace_aten" in n.meta):
             self.values[n.meta["dispatchtrace_op"]] = tuple(t.detach().clone() for t in tensor_leaves(result))
         return result
 

@@ -81,19 +81,37 @@ class ModuleState:
             else:
                 container.clear()
                 container.update(items)
-        with torch.no_grad():
-            for entry in self._tensors:
-                t, saved, version = entry
-                if _version(t) == version and _same(t, saved):
-                    continue
-                with torch.inference_mode(t.is_inference()):
-                    if t.shape == saved.shape and t.dtype == saved.dtype and t.stride() == saved.stride():
-                        t.copy_(saved)
-                    else:  # resized or re-set in place: take a copy of the saved one
-                        t.set_(saved.clone())
-                entry[2] = _version(t)
+        for entry in self._tensors:
+            t, saved, version = entry
+            if _version(t) == version and _same(t, saved):
+                continue
+            _put_back(t, saved)
+            entry[2] = _version(t)
         for generator, state in self._generators:
             generator.set_state(state)
+
+
+def _put_back(t: torch.Tensor, saved: torch.Tensor) -> None:
+    """Write ``saved`` into ``t`` whatever grad and inference mode the caller runs in: an inference
+    tensor is written inside ``inference_mode`` (the only place it may be), any other tensor outside
+    it, and both under ``no_grad`` innermost, since ``inference_mode(False)`` turns grad mode back on
+    (a leaf that requires grad may not be written in place with grad mode on)."""
+    with torch.inference_mode() if t.is_inference() else _outside_inference(), torch.no_grad():
+        if t.shape == saved.shape and t.dtype == saved.dtype and t.stride() == saved.stride():
+            t.copy_(saved)
+        else:  # resized or re-set in place: take a copy of the saved one
+            t.set_(saved.clone())
+
+
+@contextmanager
+def _outside_inference() -> Iterator[None]:
+    """Out of ``inference_mode`` if the caller is in it (a normal tensor's version counter is bumped
+    by the write, which inference mode does not allow for tensors made outside it), else nothing."""
+    if torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):
+            yield
+    else:
+        yield
 
 
 def _version(t: torch.Tensor) -> int | None:

@@ -8,9 +8,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from .._structure import leaves, template
+from .._structure import Built, leaves, template
 from .._text import one_line
-from .._torch import has_values
+from .._torch import has_values, pytree_node
 from ..graph import Graph
 from ..recording import capture
 from ._forward import bind_arguments, top_returned
@@ -162,7 +162,7 @@ def _frozen(output: Any) -> Any:
             memo[id(t)] = t.detach().clone() if has_values(t) else t.detach()
         return memo[id(t)]
 
-    return template(output, one)
+    return template(output, one, pytree_node)
 
 
 def _no_values(tensors: list[torch.Tensor]) -> str | None:
@@ -184,6 +184,10 @@ def _compare_structure(got: Any, want: Any, path: str, diffs: list[float | None]
         elif want.numel():
             diffs.append(float((got.detach().double() - want.detach().double()).abs().nan_to_num(0.0).max()))
         return None
+    if isinstance(want, Built):
+        if not isinstance(got, Built) or (got.type, got.how) != (want.type, want.how):
+            return f"{path}: replay returned {_kind(got)}, the forward a {want.type}"
+        return _compare_structure(got.fields, want.fields, path, diffs)
     if isinstance(want, (list, tuple)):
         if type(got) is not type(want) or len(got) != len(want):
             return (f"{path}: replay returned {type(got).__name__} of {_len(got)}, "
@@ -203,6 +207,10 @@ def _compare_structure(got: Any, want: Any, path: str, diffs: list[float | None]
     if got != want and not (isinstance(want, float) and want != want and isinstance(got, float) and got != got):
         return f"{path}: replay returned {got!r}, the forward {want!r}"
     return None
+
+
+def _kind(value: Any) -> str:
+    return value.type if isinstance(value, Built) else type(value).__name__
 
 
 def _len(value: Any) -> str:

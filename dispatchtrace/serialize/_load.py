@@ -11,6 +11,7 @@ from .._collector import Paused
 from ..errors import SavedError
 from ..graph import Call, Graph, GraphBuilder, Literal, Op, Saved, TensorRef
 from ..graph.lint import LintError
+from ._check import check_types
 from ._values import FORMAT, OLDEST, OP_EXTRA, OP_FIELDS, VERSION, FormatError, _unrecord, _unvalue
 
 
@@ -61,6 +62,7 @@ def from_json(data: Any, *, where: str = "the data") -> Graph:
         raise FormatError(f"{where} has format version {version}, newer than the {VERSION} this dispatchtrace "
                           f"reads; upgrade it (pip install -U dispatchtrace)")
     try:
+        check_types(data)
         graph = _Loader(data).build()
     except FormatError as e:
         raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "

@@ -22,6 +22,7 @@ import os
 from typing import Any
 
 from .._collector import Paused
+from .._structure import Built
 from ..graph import Call, Graph, Op, TensorRef
 from ._load import SavedError
 from ._values import FORMAT, VERSION, _key, _record, _value
@@ -58,6 +59,8 @@ class _Tables:
             return {"$tuple": [self.value(x) for x in v]}
         if t is dict:
             return {"$dict": [[k, self.value(x)] for k, x in v.items()]}
+        if t is Built:  # an object the forward returned (a ModelOutput, a DynamicCache), refs inside
+            return {"$object": v.type, "how": v.how, "context": self.value(v.context), "fields": self.value(v.fields)}
         return _value(v)
 
     def source(self, source: Any) -> int:

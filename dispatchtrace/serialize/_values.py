@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .._structure import Built
 from ..errors import FormatError
 from ..graph import DTensorOp, Group, Literal, Opaque, Source, TensorRef
 
@@ -93,6 +94,8 @@ def _unvalue(v: Any, ref: Callable[[int], TensorRef]) -> Any:
         return complex(*v["$complex"])
     if "$opaque" in v:
         return Opaque(v["$opaque"], v["text"])
+    if "$object" in v:
+        return _unbuilt(v, ref)
     if "$record" in v:
         return _unrecord(v)
     import torch
@@ -104,6 +107,16 @@ def _unvalue(v: Any, ref: Callable[[int], TensorRef]) -> Any:
     if "$device" in v:
         return torch.device(v["$device"])
     raise FormatError(f"unknown tagged value {sorted(v)!r}; the file may come from a newer dispatchtrace")
+
+
+def _unbuilt(v: dict[str, Any], ref: Callable[[int], TensorRef]) -> Built:
+    """An object the forward returned (``structure.Built``), its fields type-checked."""
+    name, how, fields = v.get("$object"), v.get("how"), _unvalue(v.get("fields"), ref)
+    if type(name) is not str or not name or how not in ("pytree", "object") \
+            or not isinstance(fields, list if how == "pytree" else dict):
+        raise FormatError(f"a saved object record ({str(v)[:80]}) is not a type name, a kind ('pytree' or 'object') "
+                          f"and its fields: the file is damaged")
+    return Built(name, how, _unvalue(v.get("context"), ref), fields)
 
 
 def _record(obj: Any) -> Any:

@@ -10,15 +10,15 @@ from ._layers import layering
 from ._memory import Memory, memory
 from ._mismatch import agreement_key, mismatch, sequences
 from ._noise import noise_ops
-from ._phases import phase_graph
+from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, ops_between
 from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Cluster", "Edge", "Memory", "Node", "Predicate",
+    "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Edge", "Memory", "Node", "Predicate",
     "Summary", "Tree",
     "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collapse_at", "collectives", "costs", "find_calls",
-    "find_ops", "foldable_runs", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
+    "find_ops", "foldable_runs", "has_backward", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "resolve_depth", "sequences", "summary", "tree",
 ]

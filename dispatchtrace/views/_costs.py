@@ -342,6 +342,30 @@ class Costs:
         """The whole capture: ``params`` counts every called module's parameters once."""
         return self.call(self._root)
 
+    def __str__(self) -> str:
+        """The whole capture's FLOPs, bytes written and parameters, then the same for each call one
+        level below the top-level calls (the top-level calls themselves when they have none), largest first."""
+        from ..graph import Call as CallType
+        from ._labels import call_label
+        from ._summary import human
+
+        def line(label: str, c: CallCost) -> str:
+            return (f"{human(c.flops, 'FLOPs'):>12}  {human(c.bytes, 'B'):>8} written  "
+                    f"{human(c.params):>7} params  {label}")
+
+        tops = [c for c in self._root.children if isinstance(c, CallType)]
+        below = [c for t in tops for c in t.children if isinstance(c, CallType)] or tops
+        rows = sorted(below, key=lambda c: -(self.call(c).flops or 0))
+        lines = [line("(the whole capture)", self.total)]
+        lines += [line(call_label(c), self.call(c)) for c in rows[:12]]
+        if len(rows) > 12:
+            lines.append(f"  ... {len(rows) - 12} more calls")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        t = self.total
+        return f"<Costs {t.flops} FLOPs, {t.bytes} bytes written, {t.params} params>"
+
 
 def costs(graph: Graph) -> Costs:
     """The (cached) ``Costs`` of a finished capture; a capture still recording is not cached.

@@ -85,6 +85,9 @@ class Memory:
     peak_op: Op | None
     at_peak: tuple[tuple[Call, int], ...]
     calls: dict[Call, CallMemory]
+    peak_call: Call | None = None
+    """The call the peak op belongs to, where its phase view places it: a backward op's forward call
+    (``op.origin``), a gradient accumulation's parameter's module, else the call it ran in."""
 
     def call(self, call: Call) -> CallMemory:
         """The memory of one call (``graph.root`` gives the whole capture)."""
@@ -95,15 +98,40 @@ class Memory:
 
     def __str__(self) -> str:
         total = next((m for c, m in self.calls.items() if c.parent is None), CallMemory(0, 0, 0, 0))
-        where = "" if self.peak_op is None else f" at %{self.peak_op.name} ({call_label(self.peak_op.call)})"
+        op = self.peak_op
+        where = "" if op is None else f" at %{op.name} ({call_label(self.peak_call or op.call)}, {op.phase})"
         lines = [f"peak {human(self.peak, 'B')}{where}: {human(self.peak - self.baseline, 'B')} activations, "
-                 f"{human(self.baseline, 'B')} parameters, buffers and inputs",
-                 f"saved for backward: {human(total.saved, 'B')} activations, "
-                 f"{human(total.saved_external, 'B')} parameters, buffers and inputs"]
-        lines += [f"  {human(n, 'B'):>8}  {call_label(c)}" for c, n in self.at_peak[:10]]
-        if len(self.at_peak) > 10:
-            lines.append(f"  ... {len(self.at_peak) - 10} more calls")
+                 f"{human(self.baseline, 'B')} parameters, buffers and inputs"]
+        if self.at_peak:
+            lines.append("activations live at the peak, by the call holding them:")
+            lines += _listed(list(self.at_peak))
+        lines.append(f"saved for backward: {human(total.saved, 'B')} activations, "
+                     f"{human(total.saved_external, 'B')} parameters, buffers and inputs")
+        saved = sorted(((c, m.self_saved) for c, m in self.calls.items() if m.self_saved), key=lambda cm: -cm[1])
+        if saved:
+            lines.append("activations saved for backward, by the call that saved them:")
+            lines += _listed(saved)
         return "\n".join(lines)
+
+
+def _listed(rows: list[tuple[Call, int]]) -> list[str]:
+    lines = [f"  {human(n, 'B'):>8}  {call_label(c)}" for c, n in rows[:10]]
+    if len(rows) > 10:
+        lines.append(f"  ... {len(rows) - 10} more calls")
+    return lines
+
+
+def _placed(graph: Graph, op: Op) -> Call:
+    """Where a phase view places ``op`` (``views.phases``): a backward op under its forward call, a
+    gradient accumulation under the first call of its parameter's module, any other where it ran."""
+    if op.origin is not None:
+        return op.origin
+    if op.param is not None:
+        module = op.param.rpartition(".")[0]
+        found = next((c for c in graph.calls if c.path == module), None)
+        if found is not None:
+            return found
+    return op.call
 
 
 class _Storage:
@@ -243,7 +271,8 @@ def memory(graph: Graph) -> Memory:
                 held[s.owner] = held.get(s.owner, 0) + s.bytes
     result = Memory(tuple(timeline), baseline, baseline if peak_at is None else timeline[peak_at],
                     None if peak_at is None else graph.ops[peak_at],
-                    tuple(sorted(held.items(), key=lambda kv: -kv[1])), _calls(graph, storages))
+                    tuple(sorted(held.items(), key=lambda kv: -kv[1])), _calls(graph, storages),
+                    None if peak_at is None else _placed(graph, graph.ops[peak_at]))
     if graph.complete:
         _CACHE[graph] = result
     return result

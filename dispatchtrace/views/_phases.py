@@ -14,7 +14,9 @@ call and numbered in walk order, with producers, users and refs linking only ops
   ran; calls with no such op are left out. Calls have no inputs or outputs here (their forward
   tensors are not what backward reads), the view has no outputs.
 - ``"all"``: every op; each call holds its forward children as they ran, then the backward and
-  recompute ops it owns (as in ``"backward"``); optimizer ops and ops of no call stay at the root.
+  recompute ops it owns (as in ``"backward"``), then the optimizer ops that update its module's
+  parameters (an op that writes one module's parameters or their state: under that module's first
+  call, as the viewer groups them); other optimizer ops and ops of no call stay at the root.
 
 Optimizer ops appear only under ``"all"``. A capture with no op outside ``forward`` is its own
 view under every phase: the graph itself is returned.
@@ -68,6 +70,15 @@ def has_training(graph: Graph) -> bool:
 
 _PHASE = attrgetter("phase")
 
+NO_BACKWARD = ("there is no backward phase in this capture (no op ran in autograd's backward), so phase='backward' "
+               "has nothing to show; capture a training step: call loss.backward() inside the `with dt.capture(...)` "
+               "block, or run `dispatchtrace MODEL --train`")
+
+
+def has_backward(graph: Graph) -> bool:
+    """Whether any op of ``graph`` ran in autograd's backward (or recomputed a checkpoint there)."""
+    return any(op.phase == "backward" or op.phase == "recompute" for op in graph.ops)
+
 
 def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
     """The graph of ``phase`` (see the module docstring); ``graph`` itself when it has nothing but forward ops.
@@ -84,6 +95,8 @@ def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
     check_phase(phase)
     if isinstance(graph, PhaseGraph) and graph.base is not None:
         graph = graph.base
+    if phase == "backward" and not has_backward(graph):
+        raise ValueError(NO_BACKWARD)
     if not has_training(graph):
         return graph
     cached = _CACHE.get(graph, {}).get(phase)
@@ -120,21 +133,41 @@ class _Builder:
             return self.first.get(op.param.rpartition(".")[0])
         return None
 
+    def _updates(self, op: Op) -> Call | None:
+        """The first call of the one module whose parameters (or their optimizer state, ``0.weight.exp_avg``)
+        an optimizer op writes; ``None`` (the root) for an op that writes several modules' or none."""
+        homes: set[str] = set()
+        for ref in op.mutated or op.inputs:
+            if ref.name is None or ref.kind not in ("parameter", "constant") or ref.name in self.inputs:
+                continue
+            path = ref.name
+            while path and path not in self.first:
+                path = path.rpartition(".")[0]
+            if path in self.first and (path or "" in self.first):
+                homes.add(path)
+        return self.first[homes.pop()] if len(homes) == 1 else None
+
     def _children(self) -> dict[Call, list[Child]]:
         """The children of each capture call in the view, still the capture's objects."""
-        moved: dict[Call, list[Op]] = {}  # backward and recompute ops, by the call they are shown under
+        moved: dict[Call, list[Op]] = {}  # backward, recompute ("all": optimizer) ops, by the call shown under
+        placed: set[Op] = set()
         for op in self.g.ops:
             if op.phase in _BACKWARD and self.phase != "forward":
                 home = self._home(op)
                 if home is not None or self.phase == "backward":
                     moved.setdefault(home or self.g.root, []).append(op)
+            elif op.phase == "optimizer" and self.phase == "all" and op.call is self.g.root:
+                home = self._updates(op)
+                if home is not None:
+                    moved.setdefault(home, []).append(op)
+                    placed.add(op)
         if self.phase == "backward":
             return self._backward_tree(moved)
         keep = ("forward",) if self.phase == "forward" else ("forward", "optimizer", *_BACKWARD)
         kids: dict[Call, list[Child]] = {}
         for call in [self.g.root, *self.g.calls]:
             kids[call] = [c for c in call.children if isinstance(c, Call) or (
-                c.phase in keep and (c.phase not in _BACKWARD or self._home(c) is None))]
+                c.phase in keep and c not in placed and (c.phase not in _BACKWARD or self._home(c) is None))]
         for call, ops in moved.items():  # "all": a call's own backward ops after its forward children
             kids[call].extend(ops)
         return kids

@@ -24,7 +24,7 @@ from .._text import shapes
 from ..graph import Depth, check_depth
 from ._attrs import attributes, attributes_text, trainable_frozen
 from ._costs import costs
-from ._phases import PhaseGraph, has_training, phase_graph
+from ._phases import PhaseGraph, has_backward, has_training, phase_graph
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, PhaseView
@@ -216,14 +216,15 @@ class _Split:
     def __init__(self, graph: Graph) -> None:
         self.memory = graph.memory()
         self.flops: list[dict[Call, int | None]] = []
-        for phase in ("forward", "backward"):
+        for phase in ("forward", "backward") if has_backward(graph) else ("forward",):
             view = phase_graph(graph, phase)  # type: ignore[arg-type]
             c = costs(view)
             pairs = [(view.root, graph.root), *((v, _original(view, v)) for v in view.calls)]
             self.flops.append({orig: c.call(v).flops for v, orig in pairs})
 
     def of(self, call: Call) -> tuple[int | None, int | None, int | None]:
-        return self.flops[0].get(call), self.flops[1].get(call), self.memory.call(call).saved
+        back = self.flops[1].get(call) if len(self.flops) > 1 else None
+        return self.flops[0].get(call), back, self.memory.call(call).saved
 
 
 def _total_trainable(graph: Graph) -> tuple[int | None, int | None]:

@@ -32,15 +32,24 @@ def tp_mlp():
         model = nn.Sequential(nn.Linear(16, 32, bias=False), nn.ReLU(), nn.Linear(32, 16, bias=False))
         parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
         yield model, torch.ones(4, 16)
+        # every collective the test issued was waited for: none is left for c10d to warn about at exit
+        assert torch._C._distributed_c10d._get_work_registry_size() == 0
     finally:
         dist.destroy_process_group()
 
 
 def _capture(model, x):
     with torch.no_grad(), dt.capture(model) as g:
-        model(x)
+        out = model(x)
+    _waited(out)
     g.lint()
     return g
+
+
+def _waited(out):
+    """Wait for the row-wise layer's all-reduce once the capture is done (it would be unwaited at exit, and
+    c10d warns about each unwaited collective when the process ends)."""
+    return torch.ops._c10d_functional.wait_tensor(out)
 
 
 def test_local_ops_point_to_their_dtensor_op(tp_mlp):
@@ -62,7 +71,8 @@ def test_sharding_propagation_on_fake_tensors_is_not_recorded(tp_mlp):
     assert not g.find_ops("aten.empty_strided*")
     model, x = tp_mlp
     with torch.no_grad(), dt.capture(model) as again:  # sharding decisions cached now: the same ops
-        model(x)
+        out = model(x)
+    _waited(out)
     assert [op.target for op in again.ops] == [op.target for op in g.ops]
 
 
@@ -82,7 +92,8 @@ def test_flops_are_this_ranks_local_ops(tp_mlp):
     model, x = tp_mlp
     g = _capture(model, x)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(x)
+        out = model(x)
+    _waited(out)
     # FlopCounterMode sees the DTensor-level ops (global shapes: all 8 ranks' work); the capture what rank 0 ran
     assert g.costs().total.flops * 8 == counter.get_total_flops() == 2 * 4 * 16 * 32 * 2
 
@@ -117,7 +128,8 @@ def test_nested_captures_record_the_same_local_ops(tp_mlp):
     model, x = tp_mlp
     with torch.no_grad(), dt.capture(model) as outer:
         with dt.capture(model) as inner:
-            model(x)
+            out = model(x)
+    _waited(out)
     outer.lint()
     assert [op.target for op in outer.ops] == [op.target for op in inner.ops]  # no fake or bookkeeping ops
     assert all(op.dtensor is None for op in outer.ops)  # the inner capture ran the DTensor ops

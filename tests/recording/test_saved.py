@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -336,3 +337,76 @@ def test_the_ops_are_those_of_a_plain_run_whatever_saves_the_tensor() -> None:
     del out
     gc.collect()
     assert weak.expired()
+
+
+class InnerStep(nn.Module):
+    """MAML's inner loop: a gradient step taken inside forward with ``autograd.grad(create_graph=True)``,
+    the fast weights then used for the query forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Parameter(torch.randn(4, 8) * 0.1)
+        self.b1 = nn.Parameter(torch.zeros(8))
+        self.w2 = nn.Parameter(torch.randn(8, 2) * 0.1)
+        self.b2 = nn.Parameter(torch.zeros(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        params = [self.w1, self.b1, self.w2, self.b2]
+        support = torch.relu(x @ self.w1 + self.b1) @ self.w2 + self.b2
+        grads = torch.autograd.grad((support ** 2).mean(), params, create_graph=True)
+        w1, b1, w2, b2 = (p - 0.01 * g for p, g in zip(params, grads, strict=True))
+        return torch.relu(x @ w1 + b1) @ w2 + b2
+
+
+class _Unpacked(_Recorded):
+    """Also notes, for each ``aten.detach`` run in backward, whether its argument requires grad."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.backward_detaches: list[tuple[int, bool]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten.detach.default and torch._C._current_graph_task_id() != -1:
+            self.backward_detaches.append((len(self.targets), args[0].requires_grad))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def test_an_inner_gradient_step_records_the_ops_an_empty_mode_sees_alone() -> None:
+    """The capture's op sequence is an empty mode's on the same block when that mode runs alone."""
+    torch.manual_seed(0)
+    net, x = InnerStep(), torch.randn(5, 4)
+    with _Recorded() as alone:
+        want = net(x)
+    with dt.capture(net) as g:
+        got = net(x)
+    assert [op.target for op in g.ops] == alone.targets
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert any(op.phase == "backward" for op in g.ops)  # autograd.grad ran inside forward, and was recorded
+
+
+@pytest.mark.parametrize("nesting", ["mode inside the capture", "capture inside the mode"])
+def test_an_empty_mode_beside_a_capture_sees_the_detaches_of_its_hooks_and_only_those(nesting: str) -> None:
+    """While the capture's saved-tensor hooks are set, autograd runs one ``aten.detach`` on each saved
+    tensor that requires grad the unpack hook hands back as packed (a node's inputs: pow's input, mm's
+    operands, a parameter); without hooks it uses the saved tensor as it is. Those are the capture's own
+    ops (docs/semantics.md, "Comparing with another dispatch mode"): an empty mode nested with the
+    capture sees them, the capture does not record them; every other op is the same, in the same order."""
+    torch.manual_seed(0)
+    net, x = InnerStep(), torch.randn(5, 4)
+    with _Recorded() as alone:
+        net(x)
+    beside = _Unpacked()
+    if nesting == "mode inside the capture":
+        with dt.capture(net) as g, beside:
+            net(x)
+    else:
+        with beside, dt.capture(net) as g:
+            net(x)
+    ours = [i for i, grad in beside.backward_detaches if grad]
+    assert ours and len(beside.targets) == len(g.ops) + len(ours)
+    assert [t for i, t in enumerate(beside.targets) if i not in set(ours)] == [op.target for op in g.ops] == alone.targets
+    with _Unpacked() as plain:  # no hooks: autograd detaches no saved tensor that requires grad in backward
+        net(x)
+    assert not [i for i, grad in plain.backward_detaches if grad]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "semantics.md").read_text()
+    assert "## Comparing with another dispatch mode" in doc

@@ -192,9 +192,9 @@ def test_error_and_backward_ops_are_kept() -> None:
 
 
 def test_a_format_1_file_with_backward_ops_apart_still_loads() -> None:
-    lin = nn.Linear(3, 3)
+    lin, x = nn.Linear(3, 3), torch.ones(1, 3)
     with dt.capture(lin) as g:
-        lin(torch.ones(1, 3))
+        lin(x)
     data = _as_objects(json.loads(dumps(g)), 1)
     data["backward_ops"] = [["t_bw0", "aten.t.default"], ["mm_bw1", "aten.mm.default"]]
     loaded = from_json(data)

@@ -14,6 +14,7 @@ import dispatchtrace as dt
 from dispatchtrace.graph import itemsize
 from dispatchtrace.views import costs
 from dispatchtrace.views._costs import cost_key, op_cost, op_flops, total_flops
+from dispatchtrace.views._summary import human
 
 
 def _both(model: nn.Module, *inputs: torch.Tensor) -> tuple[int, dt.Graph]:
@@ -334,3 +335,16 @@ def test_ops_without_a_formula_cost_their_bytes_and_an_unsized_write_marks_every
     assert [call for call in [fresh.root, *fresh.calls] if not c.sized(call)] == around
     # the known sizes still count: the first block wrote its linear's output (t is a view) and an unknown
     assert c.call(around[-1]).bytes == 0 and c.call(around[-2]).bytes == c.op(fresh.find_ops("aten::addmm")[0]).bytes > 0
+
+
+def test_costs_print_the_whole_capture_and_the_calls_below_the_model(cool) -> None:  # noqa: ANN001
+    c = cool.costs()
+    lines = str(c).splitlines()
+    assert "object at 0x" not in str(c) and "object at 0x" not in repr(c)
+    assert lines[0].endswith("(the whole capture)") and human(c.total.flops, "FLOPs") in lines[0]
+    below = [call for call in cool.calls if call.depth == 1]
+    assert len(lines) == 1 + len(below)
+    flops = [c.call(call).flops or 0 for call in below]
+    labels = [line.split("params  ")[1] for line in lines[1:]]
+    assert sorted(flops, reverse=True) == [c.call(next(x for x in below if label.startswith(x.label))).flops or 0
+                                           for label in labels]

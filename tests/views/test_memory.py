@@ -152,3 +152,38 @@ def test_docs_memory_md_examples_run() -> None:
     page = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fully_connected1 = nn.Linear(256, 512)
+        self.fully_connected2 = nn.Linear(512, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fully_connected2(torch.relu(self.fully_connected1(x)))
+
+
+def test_the_printed_memory_heads_each_list_and_credits_the_peak_to_its_forward_call() -> None:
+    torch.manual_seed(0)
+    net, x = _Net(), torch.randn(4, 256)
+    with dt.capture(net) as g:
+        net(x).square().sum().backward()
+    mem = g.memory()
+    lines = str(mem).splitlines()
+    live = lines.index("activations live at the peak, by the call holding them:")
+    saved = lines.index("activations saved for backward, by the call that saved them:")
+    assert lines[live + 1:live + 1 + len(mem.at_peak[:10])] == \
+        [f"  {human(n, 'B'):>8}  {c.label}{f' ({c.type})' if c.path else ''}" for c, n in mem.at_peak[:10]]
+    assert lines[saved - 1].startswith("saved for backward: ")
+    below = lines[saved + 1:]
+    assert below and all(line.startswith("  ") for line in below)
+    for line in below:  # each call's own saved bytes, never a live gradient's
+        size, label = line.split(maxsplit=2)[:2], line.split("  ")[-1]
+        call = next(c for c in [g.root, *g.calls] if label.startswith(c.label))
+        assert " ".join(size) == human(mem.call(call).self_saved, "B")
+    peak = mem.peak_op
+    assert peak is not None and mem.peak_call is not None
+    if peak.phase == "backward" and peak.origin is not None:
+        assert mem.peak_call is peak.origin and "<capture>" not in lines[0]
+    assert f"%{peak.name} (" in lines[0] and f", {peak.phase})" in lines[0]

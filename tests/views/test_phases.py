@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
 from dispatchtrace import cli
-from dispatchtrace.graph import PHASE_VIEWS
+from dispatchtrace.graph import PHASE_VIEWS, Op
 from dispatchtrace.models import CoolCNN
 from dispatchtrace.render._dot import PHASE_FILL
 from dispatchtrace.views import costs, phase_graph
@@ -39,10 +39,13 @@ def test_forward_only_capture_is_its_own_view_under_every_phase():
     with torch.no_grad(), dt.capture(model) as g:
         model(x)
     base = (str(g.tree()), str(g.summary()), g.to_dot().source, str(g.collapse(1)))
-    for phase in PHASE_VIEWS:
+    for phase in ("forward", "all"):
         assert phase_graph(g, phase) is g
         assert (str(g.tree(phase=phase)), str(g.summary(phase=phase)), g.to_dot(phase=phase).source,
                 str(g.collapse(1, phase=phase))) == base
+    with pytest.raises(ValueError, match="no backward phase in this capture"):  # not the forward, quietly
+        phase_graph(g, "backward")
+    assert set(PHASE_VIEWS) == {"forward", "backward", "all"}
     assert not g.summary().training and "Bwd FLOPs" not in str(g.summary())
 
 
@@ -194,3 +197,23 @@ def test_recompute_ops_go_under_the_call_they_recompute_and_an_inputs_gradient_t
     assert grads["x"] is g.root and grads["block.a.weight"].path == "block.a"
     assert "[recompute]" in str(g.tree(phase="backward", ops=True))
     assert not any(o.phase == "recompute" for o in phase_graph(g, "forward").ops)
+
+
+def test_the_all_view_puts_optimizer_ops_under_the_module_they_update_and_names_the_loss_target():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(weights=None)
+    x, y = torch.randn(2, 3, 32, 32), torch.tensor([1, 3])
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with dt.capture(model) as g:
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert [r.name for r in g.inputs] == ["x", "target"]  # the loss's argument, not input_1
+    view = phase_graph(g, "all")
+    steps = [op for op in view.ops if op.phase == "optimizer"]
+    assert len(steps) == len(list(model.parameters()))
+    assert not [c for c in view.root.children if isinstance(c, Op) and c.phase == "optimizer"]
+    for op in steps:
+        (written,) = op.mutated
+        assert view.original[op.call].path == written.name.rpartition(".")[0]  # under the module it updates
+    tree = str(g.tree(phase="all"))
+    assert "parallel branches" not in tree.splitlines()[-1] and tree.count("\n") < 157
