@@ -411,9 +411,14 @@ class Recorder:
         return self.builder.finish(error)
 
 
+_GENERIC = frozenset({"self", "input", "other", "tensor", "tensors", "a", "b", "x", "out"})
+"""Schema argument names that say nothing about a tensor (``aten.cos(self)``): such an input keeps ``input_N``."""
+
+
 def _name_root_inputs(graph: Graph, inputs: list[TensorRef]) -> None:
     """An input first read outside any module call and passed to none (a loss's target) is named by the
-    argument of the op that first read it (``target`` of ``nll_loss_forward``), not ``input_1``."""
+    argument of the op that first read it (``target`` of ``nll_loss_forward``), not ``input_1``, where
+    that argument has a telling name (not ``self``, ``input``, ``other``, ...)."""
     unnamed = {id(r): r for r in inputs if r.name is not None and r.name.startswith("input_")
                and r.name[6:].isdigit() and r.producer is None}
     if not unnamed:
@@ -431,7 +436,7 @@ def _name_root_inputs(graph: Graph, inputs: list[TensorRef]) -> None:
             overload = overload_of(op.target)
             arguments = overload._schema.arguments if overload is not None else []
             name = arguments[i].name if i < len(arguments) else None
-            if not name or not name.isidentifier():
+            if not name or not name.isidentifier() or name in _GENERIC:
                 continue
             while name in taken:
                 name += "_"
