@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._text import shapes
+from .._text import human, shapes
 from ..graph import Depth, check_depth
 from ._attrs import attributes, attributes_text, trainable_frozen
 from ._costs import costs
@@ -29,36 +29,11 @@ from ._phases import PhaseGraph, has_training, phase_graph
 if TYPE_CHECKING:
     from ..graph import Call, Graph, PhaseView
 
-_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
-
 TRAINING_FIELDS = ("forward_flops", "backward_flops", "saved")
 """``Row`` fields of a training step (``Summary.training``); ``rows()`` leaves them out otherwise."""
 
 LIVE_FIELDS = ("trainable", "frozen", "attrs")
 """``Row`` fields read from the live modules when the summary is made: ``None`` on a loaded capture."""
-
-
-def human(n: int | None, unit: str = "") -> str:
-    """A count in SI units with two or three significant digits; ``None`` is ``-``.
-
-    >>> human(4_089_184_256, "FLOPs"), human(98_000_000, "B"), human(512, "B"), human(None)
-    ('4.1 GFLOPs', '98 MB', '512 B', '-')
-    >>> human(25_557_032)
-    '25.6 M'
-    """
-    if n is None:
-        return "-"
-    value, i = float(n), 0
-    while abs(value) >= 999.5 and i < len(_PREFIXES) - 1:
-        value /= 1000
-        i += 1
-    if i == 0:
-        text = str(n)
-    elif abs(value) < 10 or (abs(value) < 100 and unit == ""):
-        text = f"{value:.1f}"
-    else:
-        text = f"{value:.0f}"
-    return f"{text} {_PREFIXES[i]}{unit}".rstrip()
 
 
 @dataclass(frozen=True, slots=True)
