@@ -149,7 +149,9 @@ def resolve(model_type: str, overrides: dict[str, Any], task: Task | None) -> Hf
                          "model type (a default config with random weights, nothing downloaded), not a checkpoint "
                          "name; dispatchtrace.models.names('hf') lists them")
     default = tf.AutoConfig.for_model(model_type)
-    unknown = [k for k in overrides if not hasattr(default, k)]
+    takes = set(inspect.signature(type(default).__init__).parameters)
+    generation = tf.GenerationConfig()  # decoder_start_token_id and kin: configs still take them
+    unknown = [k for k in overrides if not (hasattr(default, k) or k in takes or hasattr(generation, k))]
     if unknown:
         common = set(tf.PretrainedConfig().to_dict())
         keys = sorted(k for k in default.to_dict() if k not in common)

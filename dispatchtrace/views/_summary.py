@@ -16,6 +16,7 @@ Total                   f32[8, 64]               2.1 k      2.1 k       0  33 kF
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -137,6 +138,29 @@ class Summary:
 
     def __repr__(self) -> str:
         return str(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the table as an HTML table (as a pandas DataFrame shows itself), each call
+        indented by its depth, the counts right-aligned, the total row last; ``str()`` stays the text."""
+        cells = self._cells(indent=False)
+        right = set(range(4, len(cells[0]) - 1))
+
+        def row(tag: str, values: list[str], depth: int = 0, *, total: bool = False) -> str:
+            out = []
+            for i, value in enumerate(values):
+                style = ["text-align: right"] if i in right else ["text-align: left"]
+                if i == 0 and depth > 0:
+                    style.append(f"padding-left: {depth * 1.2 + 0.5:.1f}em")
+                if total:
+                    style.append("font-weight: bold")
+                out.append(f'<{tag} style="{"; ".join(style)}">{html.escape(value.strip())}</{tag}>')
+            return f"<tr>{''.join(out)}</tr>"
+
+        depths = [r.depth for r in self._rows]
+        body = [row("td", values, depth) for values, depth in zip(cells[1:-1], depths, strict=True)]
+        body.append(row("td", cells[-1], total=True))
+        return (f'<table class="dispatchtrace-summary">\n<thead>{row("th", cells[0])}</thead>\n'
+                f"<tbody>\n{chr(10).join(body)}\n</tbody>\n</table>")
 
     def markdown(self) -> str:
         """The same table as GitHub markdown."""
