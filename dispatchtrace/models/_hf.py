@@ -82,12 +82,18 @@ class HfModel:
     cls_name: str
 
     def make(self) -> nn.Module:
-        return getattr(transformers(), self.auto).from_config(self.config)
+        if self.auto:
+            return getattr(transformers(), self.auto).from_config(self.config)
+        return self.model_class()(self.config)  # a part model (clip_text_model) no auto class maps
+
+    def model_class(self) -> Any:
+        found = getattr(transformers(), self.cls_name, None)
+        return found if found is not None else getattr(_modeling_module(self.config), self.cls_name)
 
     def inputs(self, *, seq: int | None, batch: int, device: torch.device,
                dtype: torch.dtype) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The keyword inputs the model's forward takes, shaped from the config (see ``_tensor``)."""
-        cls = getattr(transformers(), self.cls_name)
+        cls = self.model_class()
         params = inspect.signature(cls.forward).parameters
         names = [getattr(cls, "main_input_name", "input_ids")]
         if self.model_type in _mapping("MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"):
@@ -163,9 +169,12 @@ def resolve(model_type: str, overrides: dict[str, Any], task: Task | None) -> Hf
     has = tasks_of(model_type)
     if task is None:
         task = next((t for t in _DEFAULT_ORDER if t in has), None)
-        if task is None:
-            raise ModelError(f"hf:{model_type} has no model class for any of {', '.join(TASKS)} in transformers' "
-                             "auto classes; build it with its own class")
+        if task is None:  # a part of a composite model (clip_text_model): its own class, as the base model
+            own = _own_class(config)
+            if own is None:
+                raise ModelError(f"hf:{model_type} has no model class for any of {', '.join(TASKS)} in transformers' "
+                                 f"auto classes, nor one of its own for {type(config).__name__}; build it with its class")
+            return HfModel(model_type, config, "base", "", own)
     elif task not in TASKS:
         raise ModelError(f"unknown task {task!r}: use one of {', '.join(TASKS)}")
     elif task not in has:
@@ -173,6 +182,38 @@ def resolve(model_type: str, overrides: dict[str, Any], task: Task | None) -> Hf
     auto, mapping = next((a, m) for a, m in _AUTO[task] if model_type in _mapping(m))
     name = _mapping(mapping)[model_type]
     return HfModel(model_type, config, task, auto, name if isinstance(name, str) else name[0])
+
+
+def _modeling_module(config: Any) -> Any:
+    """``transformers.models.clip.modeling_clip`` for a ``configuration_clip`` config."""
+    import importlib
+
+    package, _, module = type(config).__module__.rpartition(".")
+    return importlib.import_module(f"{package}.{module.replace('configuration_', 'modeling_', 1)}")
+
+
+def _own_class(config: Any) -> str | None:
+    """The model class of ``config``'s own modeling module that takes exactly this config (``CLIPTextModel``),
+    preferring a name ending in ``Model``; ``None`` when there is none."""
+    try:
+        module = _modeling_module(config)
+    except ImportError:
+        return None
+    found = [name for name, obj in vars(module).items() if isinstance(obj, type) and issubclass(obj, nn.Module)
+             and getattr(obj, "config_class", None) is type(config) and not name.endswith("PreTrainedModel")
+             and "forward" in _defined(obj)]
+    found.sort(key=lambda n: (not n.endswith("Model"), len(n)))
+    return found[0] if found else None
+
+
+def _defined(cls: type) -> set[str]:
+    """The names ``cls`` and its bases below ``nn.Module`` define (a class without a ``forward`` of its own cannot run)."""
+    names: set[str] = set()
+    for base in cls.__mro__:
+        if base is nn.Module:
+            break
+        names |= set(vars(base))
+    return names
 
 
 def _suggest(name: str, types: list[str]) -> str:
