@@ -95,7 +95,8 @@ class HfModel:
         """The keyword inputs the model's forward takes, shaped from the config (see ``_tensor``)."""
         cls = self.model_class()
         params = inspect.signature(cls.forward).parameters
-        names = [getattr(cls, "main_input_name", "input_ids")]
+        main = getattr(cls, "main_input_name", "input_ids")
+        names = list(main) if isinstance(main, (list, tuple)) else [main]
         if self.model_type in _mapping("MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"):
             names = ["input_ids", "pixel_values"]  # CLIP and kin: text and image together
         if getattr(self.config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
