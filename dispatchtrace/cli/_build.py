@@ -15,7 +15,8 @@ def add_catalogue_arguments(p: argparse.ArgumentParser) -> None:
     """--config KEY=VALUE ..., --task and --seq: how an ``hf:`` or ``timm:`` model is configured and fed."""
     p.add_argument("--config", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                    help="config overrides for hf: models (num_hidden_layers=2 hidden_size=256), keyword arguments "
-                   "for timm: and torchvision models (img_size=64, image_size=64); values read as Python literals")
+                   "for timm: and torchvision models (img_size=64, image_size=64); values read as Python literals; "
+                   "it takes every KEY=VALUE that follows, so write it after MODEL")
     p.add_argument("--task", choices=TASKS, default=None,
                    help="which class an hf: model type is built as (default: the first of seq2seq, masked-lm, "
                    "causal-lm, base the type has)")
