@@ -33,6 +33,8 @@ from zoo import Inputs, Spec  # noqa: E402
 import dispatchtrace as dt  # noqa: E402
 
 VOCAB = 100
+
+
 def _logits(out: Any) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out
 
