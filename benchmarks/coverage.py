@@ -33,9 +33,10 @@ SLOW = [
 ]
 
 LIBRARIES = [
-    "Built from configs (2 layers, hidden 16-64, vocabulary 100; `timm.create_model(name, pretrained=False)`",
-    "at 64x64; Hugging Face Swin at 32x32), with `HF_HUB_OFFLINE=1` set before either library is imported, so",
-    "nothing comes from a hub. What these rows exercise:",
+    "Built by `dt.models.build`, the builder of `dispatchtrace hf:TYPE` and `dispatchtrace timm:NAME`, from small",
+    "configs (2 layers, hidden 16-64, vocabulary 100; `timm.create_model(name, pretrained=False)` at 64x64;",
+    "Hugging Face Swin at 32x32), with the builder's inputs and `HF_HUB_OFFLINE=1` set before either library is",
+    "imported, so nothing comes from a hub. What these rows exercise:",
     "",
     "- **Keyword inputs** (BERT, T5, Whisper, called as `m(input_ids=, ...)`): the keyword tensors are",
     "  `g.inputs` named by their keyword, and the replay is called as the model was (`gm(input_ids=...)`).",

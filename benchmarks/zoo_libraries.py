@@ -1,7 +1,8 @@
 """Zoo entries from the libraries people use: Hugging Face ``transformers`` and ``timm``, from small configs.
 
-Every model is built from a config (``AutoModel``-style classes with 2 layers and hidden sizes of
-32-64, ``timm.create_model(name, pretrained=False)`` at a 64x64 image): nothing is downloaded.
+Every model is built by ``dt.models.build``, the builder of ``dispatchtrace hf:TYPE --config ...`` and
+``dispatchtrace timm:NAME``, from a small config (``hf:`` types with 2 layers and hidden sizes of
+32-64, ``timm:`` names at a 64x64 image), with the builder's inputs: nothing is downloaded.
 ``HF_HUB_OFFLINE=1`` is set before ``transformers`` or ``timm`` is imported, so an accidental hub
 access fails loudly instead of hanging. Both libraries are test-only (the ``zoo`` extra).
 
@@ -29,24 +30,47 @@ from torch.utils.checkpoint import checkpoint  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from zoo import Inputs, Spec  # noqa: E402
 
+import dispatchtrace as dt  # noqa: E402
+
 VOCAB = 100
-
-
-def _ids(batch: int = 2, length: int = 8) -> torch.Tensor:
-    return torch.randint(3, VOCAB, (batch, length))
 
 
 def _logits(out: Any) -> torch.Tensor:
     return out.logits if hasattr(out, "logits") else out
 
 
-# ---- Hugging Face transformers -------------------------------------------------------------------
-def _gpt2(checkpointing: bool = False) -> nn.Module:
-    from transformers import GPT2Config, GPT2LMHeadModel
+def _model(spec: str, config: dict[str, Any] | None = None, **options: Any) -> Callable[[], nn.Module]:
+    """``dt.models.build(spec, config=config).model``, as ``dispatchtrace SPEC --config ...`` builds it."""
+    return lambda: dt.models.build(spec, config=config, **options).model
 
-    config = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=1,
-                        eos_token_id=2, use_cache=not checkpointing, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    model = GPT2LMHeadModel(config)
+
+def _inputs(spec: str, config: dict[str, Any], **options: Any) -> Callable[[], Inputs]:
+    """The builder's inputs for ``spec`` (fresh ones each call, from the global random state)."""
+    return lambda: dt.models.inputs(spec, config=config, **options)
+
+
+# ---- Hugging Face transformers: small configs of the model types, through dt.models.build -----------
+_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+GPT2 = {"vocab_size": VOCAB, "n_positions": 64, "n_embd": 32, "n_layer": 2, "n_head": 2, "bos_token_id": 1,
+        "eos_token_id": 2, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+BERT = {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "max_position_embeddings": 64}
+T5 = {"vocab_size": VOCAB, "d_model": 32, "d_kv": 16, "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2,
+      "num_heads": 2, "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1}
+LLAMA = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 64, **_IDS}
+MIXTRAL = {**LLAMA, "num_local_experts": 4, "num_experts_per_tok": 2}
+_MELS, _FRAMES = 16, 32  # Whisper's encoder needs exactly 2 * max_source_positions input frames (the builder's)
+WHISPER = {"vocab_size": VOCAB, "num_mel_bins": _MELS, "d_model": 32, "encoder_layers": 2, "decoder_layers": 2,
+           "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64,
+           "max_source_positions": _FRAMES // 2, "max_target_positions": 32, **_IDS, "decoder_start_token_id": 1,
+           "suppress_tokens": [], "begin_suppress_tokens": []}
+SWIN = {"image_size": 32, "patch_size": 4, "embed_dim": 16, "depths": [2, 2], "num_heads": [2, 2], "window_size": 4,
+        "mlp_ratio": 2.0}
+
+
+def _gpt2(checkpointing: bool = False) -> nn.Module:
+    model = dt.models.build("hf:gpt2", config={**GPT2, "use_cache": not checkpointing}).model
     if checkpointing:
         options = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x; the old name warns
@@ -56,76 +80,16 @@ def _gpt2(checkpointing: bool = False) -> nn.Module:
     return model
 
 
-def _bert() -> nn.Module:
-    from transformers import BertConfig, BertModel
-
-    return BertModel(BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                intermediate_size=64, max_position_embeddings=64))
-
-
 def _bert_inputs() -> Inputs:
-    ids = _ids()
-    mask = torch.ones_like(ids)
+    _, kwargs = dt.models.inputs("hf:bert", config=BERT, task="base", seq=8, batch=2)
+    mask = torch.ones_like(kwargs["input_ids"])
     mask[1, 5:] = 0  # the second sequence is padded
-    return (), {"input_ids": ids, "attention_mask": mask}
-
-
-def _t5() -> nn.Module:
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    return T5ForConditionalGeneration(T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2,
-                                               num_decoder_layers=2, num_heads=2, decoder_start_token_id=0,
-                                               pad_token_id=0, eos_token_id=1))
-
-
-def _llama() -> nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    return LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                                        pad_token_id=0, bos_token_id=1, eos_token_id=2))
-
-
-def _mixtral() -> nn.Module:
-    from transformers import MixtralConfig, MixtralForCausalLM
-
-    return MixtralForCausalLM(MixtralConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                                            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                                            num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64,
-                                            pad_token_id=0, bos_token_id=1, eos_token_id=2))
-
-
-_MELS, _FRAMES = 16, 32  # Whisper's encoder needs exactly 2 * max_source_positions input frames
-
-
-def _whisper() -> nn.Module:
-    from transformers import WhisperConfig, WhisperForConditionalGeneration
-
-    return WhisperForConditionalGeneration(WhisperConfig(
-        vocab_size=VOCAB, num_mel_bins=_MELS, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_source_positions=_FRAMES // 2, max_target_positions=32, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        decoder_start_token_id=1, suppress_tokens=[], begin_suppress_tokens=[]))
-
-
-def _whisper_inputs() -> Inputs:
-    return (), {"input_features": torch.randn(1, _MELS, _FRAMES), "decoder_input_ids": _ids(1, 5)}
-
-
-def _hf_swin() -> nn.Module:
-    from transformers import SwinConfig, SwinModel
-
-    return SwinModel(SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 2],
-                                window_size=4, mlp_ratio=2.0))
+    return (), {**kwargs, "attention_mask": mask}
 
 
 # ---- timm ----------------------------------------------------------------------------------------
 def _timm(name: str, **kwargs: Any) -> Callable[[], nn.Module]:
-    def build() -> nn.Module:
-        import timm
-
-        return timm.create_model(name, pretrained=False, **kwargs)
-    return build
+    return _model(f"timm:{name}", kwargs or None)
 
 
 def _image(size: int = 64) -> Callable[[], Inputs]:
@@ -149,33 +113,35 @@ def specs() -> list[Spec]:
     """Seven ``transformers`` models, four ``timm`` models (one also in train mode, Swin also with its mask built in forward) and two gradient-checkpointing cases."""
     hf, tm = "transformers", "timm"
     return [
-        Spec("hf gpt2", _gpt2, lambda: ((_ids(),), {}), library=hf,
-                note="2 layers, n_embd 32, vocab 100, default cache (use_cache=True)"),
-        Spec("hf bert (keywords)", _bert, _bert_inputs, library=hf,
-                note="called as m(input_ids=, attention_mask=), one padded row"),
-        Spec("hf t5", _t5, lambda: ((), {"input_ids": _ids(), "decoder_input_ids": _ids(2, 4)}), library=hf,
-                note="m(input_ids=, decoder_input_ids=)"),
-        Spec("hf llama", _llama, lambda: ((_ids(),), {}), library=hf, note="GQA (1 kv head), default cache"),
-        Spec("hf mixtral", _mixtral, lambda: ((_ids(),), {}), library=hf,
-                note="4 experts, top 2: routed with aten._grouped_mm, so the ops do not depend on the routing"),
-        Spec("hf whisper", _whisper, _whisper_inputs, library=hf,
-                note="m(input_features=1x16x32, decoder_input_ids=)"),
-        Spec("hf swin", _hf_swin, lambda: ((torch.randn(1, 3, 32, 32),), {}), library=hf,
-                note="32x32, window 4: the shifted-window mask is built in forward from arange and comparisons"),
+        Spec("hf gpt2", _gpt2, _inputs("hf:gpt2", GPT2, seq=8, batch=2), library=hf,
+                note="hf:gpt2, 2 layers, n_embd 32, vocab 100, default cache (use_cache=True)"),
+        Spec("hf bert (keywords)", _model("hf:bert", BERT, task="base"), _bert_inputs, library=hf,
+                note="hf:bert --task base, called as m(input_ids=, attention_mask=), one padded row"),
+        Spec("hf t5", _model("hf:t5", T5), _inputs("hf:t5", T5, seq=8, batch=2), library=hf,
+                note="hf:t5, m(input_ids=, decoder_input_ids=)"),
+        Spec("hf llama", _model("hf:llama", LLAMA), _inputs("hf:llama", LLAMA, seq=8, batch=2), library=hf,
+                note="hf:llama, GQA (1 kv head), default cache"),
+        Spec("hf mixtral", _model("hf:mixtral", MIXTRAL), _inputs("hf:mixtral", MIXTRAL, seq=8, batch=2), library=hf,
+                note="hf:mixtral, 4 experts, top 2: routed with aten._grouped_mm, so the ops do not depend on the routing"),
+        Spec("hf whisper", _model("hf:whisper", WHISPER), _inputs("hf:whisper", WHISPER, seq=5), library=hf,
+                note="hf:whisper, m(input_features=1x16x32, decoder_input_ids=)"),
+        Spec("hf swin", _model("hf:swin", SWIN), _inputs("hf:swin", SWIN), library=hf,
+                note="hf:swin, 32x32, window 4: the shifted-window mask is built in forward from arange and comparisons"),
         Spec("timm efficientnet_b0", _timm("efficientnet_b0"), _image(), library=tm),
         Spec("timm efficientnet_b0 (train)", _timm("efficientnet_b0"), lambda: ((torch.randn(2, 3, 64, 64),), {}),
                 library=tm, train=True, note="train mode: BatchNorm updates its running stats on every forward"),
         Spec("timm convnext_atto", _timm("convnext_atto"), _image(), library=tm),
-        Spec("timm vit_tiny_patch16_224", _timm("vit_tiny_patch16_224", img_size=64), _image(), library=tm,
+        Spec("timm vit_tiny_patch16_224", _timm("vit_tiny_patch16_224", img_size=64),
+                _inputs("timm:vit_tiny_patch16_224", {"img_size": 64}), library=tm,
                 note="img_size=64"),
         Spec("timm swin_tiny_patch4_window7_224", _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4),
-                _image(), library=tm, note="img_size=64, window_size=4"),
+                _inputs("timm:swin_tiny_patch4_window7_224", {"img_size": 64, "window_size": 4}), library=tm, note="img_size=64, window_size=4"),
         Spec("timm swin (dynamic mask)",
                 _timm("swin_tiny_patch4_window7_224", img_size=64, window_size=4, strict_img_size=False), _image(),
                 library=tm, note="strict_img_size=False: the shifted-window mask is built in forward (img_mask[...] = cnt)"),
         Spec("checkpoint (nn)", Checkpointed, lambda: ((torch.randn(4, 8, requires_grad=True),), {}),
                 library="torch.utils.checkpoint", train=True, loss=lambda out: out.sum(), note="checkpoint(self.a, x, use_reentrant=False), backward in the block"),
-        Spec("hf gpt2 (gradient checkpointing)", lambda: _gpt2(checkpointing=True), lambda: ((_ids(),), {}),
+        Spec("hf gpt2 (gradient checkpointing)", lambda: _gpt2(checkpointing=True), _inputs("hf:gpt2", GPT2, seq=8, batch=2),
                 library=hf, train=True, loss=lambda out: _logits(out).sum(),
                 note="train mode, dropout 0, use_reentrant=False, backward in the block"),
     ]

@@ -1,5 +1,6 @@
 """dispatchtrace: see what a PyTorch model actually runs, op by op, module call by module call."""
 
+from . import models as models
 from ._version import __version__ as __version__
 from .errors import (
     DiagramTooLargeError,
@@ -7,6 +8,8 @@ from .errors import (
     DotNotFoundError,
     FormatError,
     LintError,
+    ModelError,
+    ModelTooLargeError,
     ReplayError,
     SavedError,
 )
@@ -18,6 +21,6 @@ from .serialize import load, load_ranks, rank_path
 
 __all__ = [
     "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError",
-    "Op", "ReplayError", "SavedError", "TensorRef",
+    "ModelError", "ModelTooLargeError", "Op", "ReplayError", "SavedError", "TensorRef",
     "capture", "load", "load_ranks", "rank_path", "verify", "write_ranks",
 ]

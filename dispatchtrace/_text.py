@@ -1,4 +1,4 @@
-"""Text that stays one line: an exception as its first line, lists shortened with a count.
+"""Text that stays one line: an exception as its first line, lists shortened with a count, counts in SI units.
 
 >>> shapes(["f32[3]"] * 100)
 '100 × f32[3]'
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
 LIMIT = 4
 """How many entries (or runs of equal entries) a shortened list shows before its count."""
 
@@ -62,3 +63,26 @@ def one_line(error: BaseException) -> str:
     """
     text = first_line(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def human(n: int | None, unit: str = "") -> str:
+    """A count in SI units with two or three significant digits; ``None`` is ``-``.
+
+    >>> human(4_089_184_256, "FLOPs"), human(98_000_000, "B"), human(512, "B"), human(None)
+    ('4.1 GFLOPs', '98 MB', '512 B', '-')
+    >>> human(25_557_032)
+    '25.6 M'
+    """
+    if n is None:
+        return "-"
+    value, i = float(n), 0
+    while abs(value) >= 999.5 and i < len(_PREFIXES) - 1:
+        value /= 1000
+        i += 1
+    if i == 0:
+        text = str(n)
+    elif abs(value) < 10 or (abs(value) < 100 and unit == ""):
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.0f}"
+    return f"{text} {_PREFIXES[i]}{unit}".rstrip()

@@ -41,3 +41,19 @@ class DiagramTooLargeError(RuntimeError):
     def __init__(self, message: str, seconds: float) -> None:
         super().__init__(message)
         self.seconds = seconds
+
+
+class ModelError(ValueError):
+    """A model spec that names no model (the message suggests close names), a config key the model does
+    not have, a task it has no class for, or a catalogue whose package is not installed (``hf:`` needs
+    ``transformers``, ``timm:`` needs ``timm``; the message says what to install)."""
+
+
+class ModelTooLargeError(ModelError):
+    """The model's weights would not fit the memory budget on the CPU; ``nbytes`` and ``budget`` in bytes.
+    Build it on ``device="meta"`` (shapes and ops, no weight memory) or with a smaller config."""
+
+    def __init__(self, message: str, nbytes: int, budget: int) -> None:
+        super().__init__(message)
+        self.nbytes = nbytes
+        self.budget = budget

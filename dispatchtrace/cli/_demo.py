@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from ..graph import Graph
-from ..models import CoolCNN
+from ..models import build
 from ._errors import ArgumentParser, CliError
 from ._options import write_output as write
 from ._trace import trace
@@ -44,17 +44,15 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
         log(f"{path}  ({_size(path)}): {what}")
 
     torch.manual_seed(0)
-    cool = CoolCNN().eval()
-    g = trace(cool, [torch.randn(1, 3, 32, 32)], name="CoolCNN")
+    cool, args, _ = build("coolcnn")  # the one way models are built by name (dispatchtrace.models.build)
+    g = trace(cool, args, name="CoolCNN")
     save(out / "coolcnn.txt", "CoolCNN call tree: two parallel branches joined by add, div", lambda p: write(g, p, depth=1))
     save(out / "coolcnn_ops.txt", "the same tree with the ATen ops inside each call", lambda p: write(g, p, depth=1, ops=True))
     for fmt in ("svg", "pdf"):
         save(out / f"coolcnn.{fmt}", "CoolCNN data-flow diagram", lambda p: write(g, p, depth=1))
 
-    import torchvision
-
-    resnet = torchvision.models.resnet50(weights=None).eval()
-    g = trace(resnet, [torch.randn(1, 3, 224, 224)], name="resnet50")
+    resnet, args, _ = build("resnet50")  # 1x3x224x224
+    g = trace(resnet, args, name="resnet50")
     save(out / "resnet50.txt", "ResNet-50 call tree down to each Bottleneck's residual branches", lambda p: write(g, p, depth=3))
     save(out / "resnet50_relu_calls.txt", "all 49 ReLU calls of ResNet-50, in order", lambda p: _text(p, relu_calls(g)))
     for fmt in ("svg", "pdf"):

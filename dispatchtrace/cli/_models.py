@@ -1,40 +1,29 @@
-"""Model specs and input shapes as the command line spells them: ``resnet50``, ``pkg.mod:make``, ``file.py:Net``, ``1x3x224x224``."""
+"""Model specs and input shapes as the command line spells them: ``resnet50``, ``hf:gpt2``, ``file.py:Net``, ``1x3x224x224``."""
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import importlib
-import importlib.util
-import sys
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn as nn
 
-from .._text import one_line
+from ..errors import ModelError
+from ..models import DEFAULT_SHAPE, Built, Task, build, random_tensor
 from ._errors import CliError
 
-#: models that ship with dispatchtrace (``dispatchtrace.models``), by lower-case name
-BUILTIN = {"coolcnn": "CoolCNN"}
-DEFAULT_SHAPE = (1, 3, 224, 224)
 _SHAPE = "a shape is sizes >= 1 joined by 'x', e.g. 1x3x224x224"
-_FORMS = "a torchvision model name (resnet50), package.module:factory, or path/to/file.py:Name"
 
 
 def load_model(spec: str, *, device: str = "cpu", dtype: torch.dtype | None = None) -> nn.Module:
-    """Build the model ``spec`` names, in eval mode, with its parameters on ``device``.
+    """Build the model ``spec`` names, in eval mode, with its parameters on ``device``: ``dispatchtrace.models.build``
+    (see there for the forms: torchvision names, ``coolcnn``, ``hf:TYPE``, ``timm:NAME``, ``package.module:factory``,
+    ``path/to/file.py:Name``), its ``ModelError`` as a ``CliError``.
 
     A floating-point ``dtype`` (``torch.bfloat16``) casts the model's floating-point parameters
     and buffers to it, as ``model.to(dtype)`` does; other dtypes (``torch.int64`` token ids) are
-    for the inputs only and leave the model as it is.
-
-    ``spec`` is a torchvision model name (built with ``weights=None``), ``coolcnn`` (the seed
-    model), ``package.module:factory`` or ``path/to/file.py:Name``, where the factory is an
-    ``nn.Module`` subclass, a function returning a module, or a module instance. On ``meta``
-    the model is built there directly, so no memory is spent on weights.
+    for the inputs only and leave the model as it is. On ``meta`` the model is built there
+    directly, so no memory is spent on weights.
 
     >>> load_model("coolcnn").training
     False
@@ -44,39 +33,17 @@ def load_model(spec: str, *, device: str = "cpu", dtype: torch.dtype | None = No
     Traceback (most recent call last):
     dispatchtrace.cli._errors.CliError: unknown model 'resnet5'; did you mean resnet50 ...MODEL is ...
     """
+    return build_model(spec, device=device, dtype=dtype).model
+
+
+def build_model(spec: str, *, config: Mapping[str, Any] | None = None, task: Task | None = None,
+                seq: int | None = None, device: str = "cpu", dtype: torch.dtype | None = None,
+                max_bytes: float | None = None) -> Built:
+    """``dispatchtrace.models.build`` (the model and its example inputs) with its errors as ``CliError``s."""
     try:
-        with _on(device):
-            model = _load(spec)
-    except CliError:
-        raise
-    except Exception as e:
-        if device != "meta":
-            raise CliError(f"building {spec} raised {one_line(e)}") from e
-        # some constructors compute with tensor data (torchvision's RegNet); build on cpu, then move
-        try:
-            model = _load(spec)
-        except Exception as e2:
-            raise CliError(f"building {spec} raised {one_line(e2)}") from e2
-    if device == "meta" and any(t.device.type != "meta" for t in (*model.parameters(), *model.buffers())):
-        model = model.to("meta")
-    if dtype is not None and dtype.is_floating_point:
-        model = model.to(dtype)
-    return model.eval()
-
-
-def _load(spec: str) -> nn.Module:
-    if ":" in spec and not _is_drive(spec):
-        where, _, name = spec.rpartition(":")
-        if not where or not name:
-            raise CliError(f"malformed model spec {spec!r}: write {_FORMS}")
-        return _build(_attribute(_module_from(where), name, where), spec)
-    if spec.endswith(".py"):
-        raise CliError(f"say which model in {spec} to build: {spec}:ClassName (or :function_name)")
-    if spec.lower() in BUILTIN:
-        from .. import models
-
-        return getattr(models, BUILTIN[spec.lower()])()
-    return _torchvision(spec)
+        return build(spec, config=config, task=task, seq=seq, device=device, dtype=dtype, max_bytes=max_bytes)
+    except ModelError as e:
+        raise CliError(str(e)) from e
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -132,104 +99,4 @@ def parse_inputs(shapes: Sequence[str | tuple[int, ...]] = (), *, dtype: str | t
     dt = parse_dtype(dtype) if isinstance(dtype, str) else dtype
     if not shapes:
         shapes = [tuple(getattr(model, "input_shape", DEFAULT_SHAPE))]
-    out = []
-    for s in shapes:
-        shape = parse_shape(s) if isinstance(s, str) else tuple(s)
-        if device == "meta":
-            out.append(torch.empty(shape, dtype=dt, device="meta"))
-        elif dt.is_floating_point or dt.is_complex:
-            out.append(torch.randn(shape, dtype=dt, device=device))
-        elif dt == torch.bool:
-            out.append(torch.randint(0, 2, shape, device=device).bool())
-        else:
-            out.append(torch.randint(0, 2, shape, dtype=dt, device=device))
-    return out
-
-
-@contextlib.contextmanager
-def _on(device: str) -> Iterator[None]:
-    if device == "cpu":
-        yield
-        return
-    try:
-        ctx = torch.device(device)
-    except RuntimeError as e:
-        raise CliError(f"unknown device {device!r}: use cpu, meta or cuda") from e
-    if ctx.type == "cuda" and not torch.cuda.is_available():
-        raise CliError(f"--device {device}: torch sees no CUDA device here (torch.cuda.is_available() is False); "
-                       "use --device cpu, or meta for shapes only")
-    with ctx:
-        yield
-
-
-def _is_drive(spec: str) -> bool:
-    return len(spec) > 2 and spec[1] == ":" and spec[0].isalpha() and spec[2] in "\\/"
-
-
-def _module_from(where: str) -> Any:
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        path = Path(where)
-        if not path.is_file():
-            raise CliError(f"cannot read {where}: no such file")
-        name = f"_dispatchtrace_user_{abs(hash(str(path.resolve())))}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise CliError(f"cannot load {where} as Python source")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses and pickling look modules up here
-        try:
-            spec.loader.exec_module(module)
-        except OSError as e:
-            raise CliError(f"cannot read {where}: {e.strerror or e}") from e
-        except SyntaxError as e:
-            raise CliError(f"cannot load {where}: syntax error on line {e.lineno}: {e.msg}") from e
-        except Exception as e:
-            raise CliError(f"importing {where} raised {one_line(e)}") from e
-        return module
-    try:
-        return importlib.import_module(where)
-    except ModuleNotFoundError as e:
-        raise CliError(f"cannot import {where!r} ({e}); is it installed, or is the current directory on PYTHONPATH?") from e
-    except Exception as e:
-        raise CliError(f"importing {where} raised {one_line(e)}") from e
-
-
-def _attribute(module: Any, name: str, where: str) -> Any:
-    obj = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            found = sorted(k for k, v in vars(module).items() if isinstance(v, type) and issubclass(v, nn.Module)
-                           and f"{getattr(v, '__module__', '')}.".startswith(f"{module.__name__}."))
-            hint = f"; modules defined there: {', '.join(found)}" if found else ""
-            raise CliError(f"{where} has no attribute {name!r}{hint}")
-        obj = getattr(obj, part)
-    return obj
-
-
-def _build(obj: Any, spec: str) -> nn.Module:
-    if isinstance(obj, nn.Module):
-        return obj
-    if not callable(obj):
-        raise CliError(f"{spec} is a {type(obj).__name__}, not an nn.Module class or a function returning one")
-    try:
-        model = obj()
-    except TypeError as e:
-        if "argument" not in str(e):
-            raise
-        raise CliError(f"cannot build {spec} without arguments ({one_line(e)}); point at a function that builds it") from e
-    if not isinstance(model, nn.Module):
-        kind = type(model).__name__
-        raise CliError(f"{spec}() returned {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}, not an nn.Module")
-    return model
-
-
-def _torchvision(name: str) -> nn.Module:
-    import torchvision
-
-    names = torchvision.models.list_models()
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=3)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        raise CliError(f"unknown model {name!r}; {hint}MODEL is {_FORMS}")
-    return torchvision.models.get_model(name, weights=None)
-
+    return [random_tensor(parse_shape(s) if isinstance(s, str) else tuple(s), dt, device) for s in shapes]

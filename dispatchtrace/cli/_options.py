@@ -35,10 +35,13 @@ def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None
     from ._models import parse_dtype, parse_shape
 
     p.add_argument("model", metavar="MODEL",
-                   help="torchvision model name (resnet50; weights=None), coolcnn, package.module:factory, or path/to/file.py:Name")
+                   help="torchvision model name (resnet50; weights=None), coolcnn, hf:TYPE (a transformers model type "
+                   "from its default config: hf:gpt2, hf:llama, hf:t5), timm:NAME (timm:convnext_tiny), "
+                   "package.module:factory, or path/to/file.py:Name; nothing is downloaded")
     p.add_argument("-i", "--input", action="append", type=parse_shape, default=[], metavar="SHAPE",
                    help="input shape: sizes >= 1 joined by x, such as 1x3x224x224; repeat for several inputs "
-                   "(default: the model's input_shape, else 1x3x224x224)")
+                   "(default: an hf: model's inputs from its config, a timm: model's image size, else the model's "
+                   "input_shape, else 1x3x224x224)")
     p.add_argument("--dtype", type=parse_dtype, default="float32", metavar="DTYPE",
                    help="float32 (default), float16, bfloat16, int64, ...: a float dtype casts the inputs and the "
                    "model's floating-point parameters and buffers; an integer or bool dtype gives random 0/1 inputs "

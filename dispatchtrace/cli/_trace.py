@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -12,8 +13,8 @@ from .._version import __version__
 from ..graph import Graph
 from ..recording import capture
 from ..views import has_backward
+from ._build import add_catalogue_arguments, build_from
 from ._errors import ArgumentParser, CliError
-from ._models import load_model, parse_inputs
 from ._options import (
     add_model_arguments,
     add_output_arguments,
@@ -33,11 +34,14 @@ def parser() -> argparse.ArgumentParser:
         "with parallel branches, or write diagrams. Other commands: `dispatchtrace demo [DIR]`, "
         "`dispatchtrace render`, `dispatchtrace verify`, `dispatchtrace mismatch`.",
         examples=["dispatchtrace resnet50 --depth 2", "dispatchtrace coolcnn -o cool.svg -o cool.pdf",
+                  "dispatchtrace hf:gpt2 --config n_layer=2 --depth 2", "dispatchtrace hf:llama --device meta --depth 1",
+                  "dispatchtrace hf:t5 --config num_layers=2 --summary --depth 1", "dispatchtrace timm:convnext_atto --depth 1",
                   "dispatchtrace resnet18 --at layer1.0 --ops", "dispatchtrace resnet18 --dtype bfloat16 --device meta",
                   "dispatchtrace coolcnn -o trace.json", "dispatchtrace coolcnn --train --phase backward --summary",
                   "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64", "dispatchtrace ./nets.py:Net --input 2x16"],
     )
     add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
+    add_catalogue_arguments(p)
     add_view_arguments(p)
     add_output_arguments(p)
     p.add_argument("--train", action="store_true",
@@ -53,9 +57,9 @@ def run(argv: Sequence[str]) -> int:
     check_outputs(args.output)
     check_options(args, tree=(not args.output and not args.summary) or args.tree, summary=args.summary)
     torch.manual_seed(args.seed)
-    model = load_model(args.model, device=args.device, dtype=args.dtype)
-    inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
-    graph = train_step(model, inputs, name=args.model) if args.train else trace(model, inputs, name=args.model)
+    model, inputs, kwargs = build_from(args)
+    step = train_step if args.train else trace
+    graph = step(model, inputs, kwargs, name=args.model)
     if args.phase == "backward" and not has_backward(graph):
         raise CliError("--phase backward: there is no backward phase in this capture; add --train to capture a training step")
     if graph.notes:  # what the capture could not see (a scripted module's calls): one line
@@ -69,14 +73,21 @@ def run(argv: Sequence[str]) -> int:
     return 0
 
 
-def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
-    """One captured forward pass under ``torch.no_grad()``; a forward that raises becomes a ``CliError``."""
+def trace(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
+          name: str = "the model") -> Graph:
+    """One captured forward pass ``model(*inputs, **kwargs)`` under ``torch.no_grad()``; a forward that raises
+    becomes a ``CliError``."""
     try:
         with torch.no_grad(), capture(model) as graph:
-            model(*inputs)
+            model(*inputs, **(kwargs or {}))
     except Exception as e:
-        raise forward_error(name, inputs, e) from e
+        raise forward_error(name, tensors(inputs, kwargs), e) from e
     return graph
+
+
+def tensors(inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> list[torch.Tensor]:
+    """The tensors among the positional and keyword inputs, in order (what a forward error names)."""
+    return [t for t in (*inputs, *(kwargs or {}).values()) if isinstance(t, torch.Tensor)]
 
 
 def loss_of(output: object) -> torch.Tensor:
@@ -92,16 +103,17 @@ def loss_of(output: object) -> torch.Tensor:
     return out.float().pow(2).mean()
 
 
-def train_step(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
+def train_step(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
+               name: str = "the model") -> Graph:
     """One captured training step: forward, ``loss_of``, backward and ``torch.optim.SGD``'s step (the model in
     train mode); a step that raises becomes a ``CliError``."""
     model.train()
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
     try:
         with capture(model) as graph:
-            loss_of(model(*inputs)).backward()
+            loss_of(model(*inputs, **(kwargs or {}))).backward()
             opt.step()
             opt.zero_grad()
     except Exception as e:
-        raise forward_error(name, inputs, e) from e
+        raise forward_error(name, tensors(inputs, kwargs), e) from e
     return graph

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 import torch
 
 from ..replay import verify
+from ._build import add_catalogue_arguments, build_from
 from ._errors import ArgumentParser
-from ._models import load_model, parse_inputs
 from ._options import add_model_arguments, forward_error
+from ._trace import tensors
 
 
 def parser() -> argparse.ArgumentParser:
@@ -24,18 +25,18 @@ def parser() -> argparse.ArgumentParser:
                   "dispatchtrace verify resnet18 --dtype bfloat16 --device meta"],
     )
     add_model_arguments(p, device_help="where the model and inputs live; on meta only shapes, dtypes and strides are compared")
+    add_catalogue_arguments(p)
     return p
 
 
 def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     torch.manual_seed(args.seed)
-    model = load_model(args.model, device=args.device, dtype=args.dtype)
-    inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
+    model, inputs, kwargs = build_from(args)
     try:
         with torch.no_grad():
-            report = verify(model, *inputs)
+            report = verify(model, *inputs, **kwargs)
     except Exception as e:
-        raise forward_error(args.model, inputs, e) from e
+        raise forward_error(args.model, tensors(inputs, kwargs), e) from e
     print(dataclasses.replace(report, model=args.model))
     return 0 if report else 1

@@ -16,11 +16,12 @@ Total                   f32[8, 64]               2.1 k      2.1 k       0  33 kF
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._text import shapes
+from .._text import human, shapes
 from ..graph import Depth, check_depth
 from ._attrs import attributes, attributes_text, trainable_frozen
 from ._costs import costs
@@ -29,36 +30,11 @@ from ._phases import PhaseGraph, has_backward, has_training, phase_graph
 if TYPE_CHECKING:
     from ..graph import Call, Graph, PhaseView
 
-_PREFIXES = ("", "k", "M", "G", "T", "P", "E")
-
 TRAINING_FIELDS = ("forward_flops", "backward_flops", "saved")
 """``Row`` fields of a training step (``Summary.training``); ``rows()`` leaves them out otherwise."""
 
 LIVE_FIELDS = ("trainable", "frozen", "attrs")
 """``Row`` fields read from the live modules when the summary is made: ``None`` on a loaded capture."""
-
-
-def human(n: int | None, unit: str = "") -> str:
-    """A count in SI units with two or three significant digits; ``None`` is ``-``.
-
-    >>> human(4_089_184_256, "FLOPs"), human(98_000_000, "B"), human(512, "B"), human(None)
-    ('4.1 GFLOPs', '98 MB', '512 B', '-')
-    >>> human(25_557_032)
-    '25.6 M'
-    """
-    if n is None:
-        return "-"
-    value, i = float(n), 0
-    while abs(value) >= 999.5 and i < len(_PREFIXES) - 1:
-        value /= 1000
-        i += 1
-    if i == 0:
-        text = str(n)
-    elif abs(value) < 10 or (abs(value) < 100 and unit == ""):
-        text = f"{value:.1f}"
-    else:
-        text = f"{value:.0f}"
-    return f"{text} {_PREFIXES[i]}{unit}".rstrip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +138,29 @@ class Summary:
 
     def __repr__(self) -> str:
         return str(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter display: the table as an HTML table (as a pandas DataFrame shows itself), each call
+        indented by its depth, the counts right-aligned, the total row last; ``str()`` stays the text."""
+        cells = self._cells(indent=False)
+        right = set(range(4, len(cells[0]) - 1))
+
+        def row(tag: str, values: list[str], depth: int = 0, *, total: bool = False) -> str:
+            out = []
+            for i, value in enumerate(values):
+                style = ["text-align: right"] if i in right else ["text-align: left"]
+                if i == 0 and depth > 0:
+                    style.append(f"padding-left: {depth * 1.2 + 0.5:.1f}em")
+                if total:
+                    style.append("font-weight: bold")
+                out.append(f'<{tag} style="{"; ".join(style)}">{html.escape(value.strip())}</{tag}>')
+            return f"<tr>{''.join(out)}</tr>"
+
+        depths = [r.depth for r in self._rows]
+        body = [row("td", values, depth) for values, depth in zip(cells[1:-1], depths, strict=True)]
+        body.append(row("td", cells[-1], total=True))
+        return (f'<table class="dispatchtrace-summary">\n<thead>{row("th", cells[0])}</thead>\n'
+                f"<tbody>\n{chr(10).join(body)}\n</tbody>\n</table>")
 
     def markdown(self) -> str:
         """The same table as GitHub markdown."""

@@ -422,10 +422,9 @@ ZOO = torchvision.models.list_models(module=torchvision.models)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_tree_shows_every_op_exactly_once(name):
-    from dispatchtrace.cli._models import load_model, parse_inputs
-
-    model = load_model(name, device="meta")
-    x = parse_inputs(["1x3x299x299" if name == "inception_v3" else "1x3x224x224"], device="meta")
+    model = dt.models.build(name, device="meta").model  # the builder the CLI uses
+    size = 299 if name == "inception_v3" else 224
+    x = [torch.empty(1, 3, size, size, device="meta")]
     with torch.no_grad(), dt.capture(model) as g:
         model(*x)
     shown_ops = [n.op for n in g.tree(ops=True, noise=True).walk() if n.kind == "op"]
