@@ -29,6 +29,9 @@ Tensor = torch.Tensor
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, not one each (ops are read-only)
+INLINE = True
+"""``Recorder.op`` reads the common arguments and results inline; off (tests only), every one goes through the
+helpers (``_read``, ``_record_writes``, ``_record_outputs``), which must record the same graph."""
 
 
 class Recorder:
@@ -210,68 +213,86 @@ class Recorder:
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
-        """Record one dispatched op: its arguments as refs (noting the ops they came from), the op
-        itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean (a
-        tensor argument whose bytes nobody wrote since it was made is read here, inline; ``_read``
-        does every other leaf)."""
+        """Record one dispatched op: its arguments as refs (``_arguments``, noting the ops they came
+        from), the op itself, then the tensors it wrote and what it returned (``_results``). Runs once
+        per op: keep it lean (three calls of this class per op, the halves included)."""
         try:  # a subscript, not a call: an op met before (schemas are kept across captures)
             info = _schemas[id(func)]
         except KeyError:
             info = schema_of(func)
+        recorded, rkwargs, inputs, shared, producers = self._arguments(info, args, kwargs, out)
+        base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
+        counts = self._name_counts
+        n = counts[base]
+        counts[base] = n + 1
+        op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
+                                 shared, producers, phase=self.phase)
+        if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
+            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
+        self._results(op, info, args, kwargs, out, inputs)
+        if self._sites is not None:
+            self._sites.append(user_site(3))
+        return op
+
+    def _arguments(self, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+                   ) -> tuple[tuple[Any, ...], dict[str, Any], list[TensorRef], tuple[TensorRef, ...], tuple[Op, ...]]:
+        """The first half of ``op``: ``(args, kwargs, inputs, inputs as a tuple, producers)`` as recorded,
+        tensors replaced by their refs. A tensor argument whose bytes nobody wrote since it was made is
+        read here, inline, and so is an int list; ``_read`` does every other leaf (every leaf when
+        ``INLINE`` is off)."""
         self._inputs = inputs = []
         self._producers = producers = {}
         self._view = out if info.views else None
-        live = self._live
         read = self._read
-        known = self._known
-        int_lists = self._int_lists
         rargs = list(args)  # plain values stay where they are; the others are replaced
-        i = -1
-        for a in args:
-            i += 1
-            if type(a) in _PLAIN:
-                continue
-            if type(a) is Tensor or isinstance(a, Tensor):
-                s = live.get(id(a))
-                if s is None:  # first sighting (a parameter, a buffer): no producer, no write since
-                    s = known(a)
-                elif s.storage.version != s.born or s.ref.version != s.born or s() is not a:
-                    rargs[i] = read(a)
+        if INLINE:
+            live = self._live
+            known = self._known
+            int_lists = self._int_lists
+            i = -1
+            for a in args:
+                i += 1
+                if type(a) in _PLAIN:
                     continue
-                ref = s.ref
-                inputs.append(ref)
-                if ref.producer is not None:
-                    producers[ref.producer] = None
-                rargs[i] = ref
-            elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
-                ints = True
-                for v in a:
-                    t = type(v)
-                    if t is not int:
-                        if t not in _PLAIN:
-                            rargs[i] = map_leaves(a, read)
-                            break
-                        ints = False
-                else:
-                    if ints:  # equal int lists are one list per capture (ops are read-only); no call made
-                        key = (*a,)
-                        try:
-                            rargs[i] = int_lists[key]
-                        except KeyError:
-                            rargs[i] = int_lists[key] = a[:]
+                if type(a) is Tensor or isinstance(a, Tensor):
+                    s = live.get(id(a))
+                    if s is None:  # first sighting (a parameter, a buffer): no producer, no write since
+                        s = known(a)
+                    elif s.storage.version != s.born or s.ref.version != s.born or s() is not a:
+                        rargs[i] = read(a)
+                        continue
+                    ref = s.ref
+                    inputs.append(ref)
+                    if ref.producer is not None:
+                        producers[ref.producer] = None
+                    rargs[i] = ref
+                elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
+                    ints = True
+                    for v in a:
+                        t = type(v)
+                        if t is not int:
+                            if t not in _PLAIN:
+                                rargs[i] = map_leaves(a, read)
+                                break
+                            ints = False
                     else:
-                        rargs[i] = a[:]
-            else:
-                rargs[i] = map_leaves(a, read)
+                        if ints:  # equal int lists are one list per capture (ops are read-only); no call made
+                            key = (*a,)
+                            try:
+                                rargs[i] = int_lists[key]
+                            except KeyError:
+                                rargs[i] = int_lists[key] = a[:]
+                        else:
+                            rargs[i] = a[:]
+                else:
+                    rargs[i] = map_leaves(a, read)
+        else:
+            rargs = [map_leaves(a, read) for a in args]
         rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
         self._view = None  # never hold a result past its op
         recorded = tuple(rargs)
         if info.group is not None:  # a functional collective names its group: record the group
             recorded, rkwargs = with_groups(recorded, rkwargs, *info.group)
-        base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
-        counts = self._name_counts
-        n = counts[base]
-        counts[base] = n + 1
         # Tuples shared, not made again (ops are read-only): args that are all tensors are the inputs; one
         # input read as its producer returned it is that producer's outputs (a comparison, not a call).
         shared = recorded if inputs == rargs else None
@@ -285,12 +306,16 @@ class Recorder:
                     shared = outs
         if shared is None:
             shared = tuple(inputs)
-        op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
-                                 shared, tuple(producers), phase=self.phase)
-        if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
-            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
-        if info.self_only and args and out is args[0] and isinstance(out, Tensor):  # relu_, add_: wrote itself, returned
-            self.tracker.write(out, op)
+        return recorded, rkwargs, inputs, shared, tuple(producers)
+
+    def _results(self, op: Op, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+                 inputs: list[TensorRef]) -> None:
+        """The second half of ``op``: the tensors ``op`` wrote get a new version, what it returned its refs.
+        An op that wrote and returned its first argument (``relu_``) and one returning one new tensor are
+        done here, inline; ``_record_writes`` and ``_record_outputs`` do the others (all when ``INLINE``
+        is off)."""
+        if INLINE and info.self_only and args and out is args[0] and isinstance(out, Tensor):
+            self.tracker.write(out, op)  # relu_, add_: wrote itself, returned
             ref = self._produced(out, op, True)
             self.builder.set_outputs(op, (ref,), mutated=(ref,))
         elif info.writes:
@@ -301,7 +326,7 @@ class Recorder:
                 self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
             else:
                 self.builder.set_outputs(op, outputs, is_view=shares_storage(outputs, inputs))
-        elif type(out) is Tensor or isinstance(out, Tensor):  # the common case, inline
+        elif INLINE and (type(out) is Tensor or isinstance(out, Tensor)):  # the common case, inline
             ref = self._produced(out, op, False)
             sid = ref.storage
             is_view = False
@@ -313,9 +338,6 @@ class Recorder:
         else:
             outputs = self._record_outputs(op, out, ())
             self.builder.set_outputs(op, outputs, is_view=shares_storage(outputs, inputs))
-        if self._sites is not None:
-            self._sites.append(user_site(3))
-        return op
 
     def _read(self, a: Any) -> Any:
         """How one argument leaf of the op being recorded is recorded: a tensor as its current ref,
