@@ -6,7 +6,10 @@ from .errors import (
     DotFailedError,
     DotNotFoundError,
     FormatError,
+    KeepBudgetError,
     LintError,
+    NotKeptError,
+    NoValuesError,
     ReplayError,
     SavedError,
 )
@@ -17,7 +20,7 @@ from .replay import verify
 from .serialize import load, load_ranks, rank_path
 
 __all__ = [
-    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError",
-    "Op", "ReplayError", "SavedError", "TensorRef",
+    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
+    "LintError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError", "TensorRef",
     "capture", "load", "load_ranks", "rank_path", "verify", "write_ranks",
 ]

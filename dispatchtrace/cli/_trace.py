@@ -9,8 +9,9 @@ from collections.abc import Sequence
 import torch
 
 from .._version import __version__
+from ..errors import NoValuesError
 from ..graph import Graph
-from ..recording import capture
+from ..recording import Values, capture
 from ._errors import ArgumentParser
 from ._models import load_model, parse_inputs
 from ._options import (
@@ -33,6 +34,7 @@ def parser() -> argparse.ArgumentParser:
         examples=["dispatchtrace resnet50 --depth 2", "dispatchtrace coolcnn -o cool.svg -o cool.pdf",
                   "dispatchtrace resnet18 --at layer1.0 --ops", "dispatchtrace resnet18 --dtype bfloat16 --device meta",
                   "dispatchtrace coolcnn -o trace.json", "dispatchtrace coolcnn --train --phase backward --summary",
+                  "dispatchtrace coolcnn --train --values stats",
                   "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64", "dispatchtrace ./nets.py:Net --input 2x16"],
     )
     add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
@@ -42,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
                    help="capture a training step instead: forward, a loss (cross-entropy against class 0 for a 2-D "
                    "output, else the mean square of the output), backward and an SGD step (docs/training.md)")
     p.add_argument("--summary", action="store_true", help="print the summary table instead of the tree")
+    p.add_argument("--values", choices=["none", "stats"], default="none",
+                   help="stats: record the statistics of every op's results (saved with -o trace.json) and print "
+                   "the op that first made a NaN or Inf, if one did (docs/numerics.md)")
     p.add_argument("--version", action="version", version=f"dispatchtrace {__version__}")
     return p
 
@@ -52,7 +57,8 @@ def run(argv: Sequence[str]) -> int:
     torch.manual_seed(args.seed)
     model = load_model(args.model, device=args.device, dtype=args.dtype)
     inputs = parse_inputs(args.input, dtype=args.dtype, device=args.device, model=model)
-    graph = train_step(model, inputs, name=args.model) if args.train else trace(model, inputs, name=args.model)
+    graph = (train_step(model, inputs, name=args.model, values=args.values) if args.train
+             else trace(model, inputs, name=args.model, values=args.values))
     if graph.notes:  # what the capture could not see (a scripted module's calls): one line
         print("dispatchtrace: note: " + " ".join(graph.notes), file=sys.stderr)
     if args.summary:
@@ -61,13 +67,26 @@ def run(argv: Sequence[str]) -> int:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
                       phase=args.phase))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
+    if args.values == "stats":
+        _nonfinite(graph)
     return 0
 
 
-def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
+def _nonfinite(graph: Graph) -> None:
+    """The op that first made a NaN or Inf, when one did; a note when the capture has no values (meta)."""
+    try:
+        found = graph.first_nonfinite()
+    except NoValuesError as e:
+        print(f"dispatchtrace: note: {e}", file=sys.stderr)
+        return
+    print(found if found is not None else f"no NaN or Inf: every value of the {len(graph.ops)} ops is finite")
+
+
+def trace(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model",
+          values: Values = "none") -> Graph:
     """One captured forward pass under ``torch.no_grad()``; a forward that raises becomes a ``CliError``."""
     try:
-        with torch.no_grad(), capture(model) as graph:
+        with torch.no_grad(), capture(model, values=values) as graph:
             model(*inputs)
     except Exception as e:
         raise forward_error(name, inputs, e) from e
@@ -87,13 +106,14 @@ def loss_of(output: object) -> torch.Tensor:
     return out.float().pow(2).mean()
 
 
-def train_step(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model") -> Graph:
+def train_step(model: torch.nn.Module, inputs: Sequence[torch.Tensor], *, name: str = "the model",
+               values: Values = "none") -> Graph:
     """One captured training step: forward, ``loss_of``, backward and ``torch.optim.SGD``'s step (the model in
     train mode); a step that raises becomes a ``CliError``."""
     model.train()
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
     try:
-        with capture(model) as graph:
+        with capture(model, values=values) as graph:
             loss_of(model(*inputs)).backward()
             opt.step()
             opt.zero_grad()

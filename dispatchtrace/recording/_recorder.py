@@ -18,11 +18,13 @@ from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, schem
 from ._collectives import recorded_object, with_groups
 from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
+from ._keep import KEEP_BYTES, Keep, Keeper
 from ._literals import LIMIT, literal_of
 from ._names import Names
 from ._params import add_params
 from ._scope import Hidden, hidden_note
 from ._source import Site, SourceTable, user_site
+from ._stats import StatsTaker
 from ._tracker import Tracker
 
 Tensor = torch.Tensor
@@ -37,7 +39,8 @@ helpers (``_read``, ``_record_writes``, ``_record_outputs``), which must record 
 class Recorder:
     """Owns the graph being built, the call stack and tensor identity for one capture block."""
 
-    def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT) -> None:
+    def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT, values: str = "none",
+                 keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
         self._limit = constants
         self.builder = GraphBuilder()
         self.graph = self.builder.graph
@@ -69,6 +72,10 @@ class Recorder:
         self.state_names: dict[int, str] = {}
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
         self._n_dtensor = 0
+        self.graph.values = values
+        self._stats = StatsTaker(self.graph.stats) if values == "stats" else None
+        self._keeper = Keeper(keep, keep_bytes, self.graph.kept) if keep is not None else None
+        self._values = self._stats is not None or self._keeper is not None  # one test per op when both are off
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
@@ -207,9 +214,15 @@ class Recorder:
             if s is None or s.ref.version != s.storage.version or s() is not output:
                 s = self.tracker.refreshed(output)
             self.builder.set_call_result(call, (s.ref,), s.ref)
+            if self._keeper is not None:
+                self._keeper.call(call, [s.ref], [output])
         else:
             ref_of = self.tracker.ref_of
-            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of))
+            tensors = tensors_in(output)
+            refs = self.tracker.refs(tensors)
+            self.builder.set_call_result(call, refs, template(output, ref_of))
+            if self._keeper is not None:
+                self._keeper.call(call, refs, tensors)
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
@@ -232,6 +245,11 @@ class Recorder:
         self._results(op, info, args, kwargs, out, inputs)
         if self._sites is not None:
             self._sites.append(user_site(3))
+        if self._values:
+            if self._stats is not None:
+                self._stats.after(op, info, args, kwargs, out)
+            if self._keeper is not None:
+                self._keeper.op(op, out)
         return op
 
     def _arguments(self, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -410,6 +428,9 @@ class Recorder:
             table = SourceTable()
             table.assign(graph.ops, self._sites)
             table.assign(graph.calls, self._call_sites)
+        if self._keeper is not None:
+            for note in self._keeper.notes():
+                self.builder.add_note(note)
         self.tracker.close()
         self.names.clear()
         self._pending.clear()

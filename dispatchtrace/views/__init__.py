@@ -9,15 +9,16 @@ from ._layers import layering
 from ._memory import Memory, memory
 from ._mismatch import agreement_key, mismatch, sequences
 from ._noise import noise_ops
+from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, ops_between
 from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallRef", "CollapsedGraph", "Collective", "Collectives", "Costs", "Edge", "Group", "Memory", "Node", "Predicate",
+    "CallRef", "CollapsedGraph", "Collective", "Collectives", "Costs", "Edge", "Group", "Memory", "Node", "NonFinite", "Predicate",
     "Summary", "Tree",
     "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collectives", "costs", "find_calls",
-    "find_ops", "foldable_runs", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
+    "find_ops", "first_nonfinite", "foldable_runs", "has_stats", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "resolve_depth", "sequences", "summary", "tree",
 ]
