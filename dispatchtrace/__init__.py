@@ -18,9 +18,10 @@ from .recording import capture
 from .render import write_ranks
 from .replay import verify
 from .serialize import load, load_ranks, rank_path
+from .views import diff
 
 __all__ = [
     "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
     "LintError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError", "TensorRef",
-    "capture", "load", "load_ranks", "rank_path", "verify", "write_ranks",
+    "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_ranks",
 ]

@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
         prog="dispatchtrace",
         description="Capture every ATen op of one forward pass and show it as a tree of module calls "
         "with parallel branches, or write diagrams. Other commands: `dispatchtrace demo [DIR]`, "
-        "`dispatchtrace render`, `dispatchtrace verify`, `dispatchtrace mismatch`.",
+        "`dispatchtrace render`, `dispatchtrace verify`, `dispatchtrace mismatch`, `dispatchtrace diff`.",
         examples=["dispatchtrace resnet50 --depth 2", "dispatchtrace coolcnn -o cool.svg -o cool.pdf",
                   "dispatchtrace resnet18 --at layer1.0 --ops", "dispatchtrace resnet18 --dtype bfloat16 --device meta",
                   "dispatchtrace coolcnn -o trace.json", "dispatchtrace coolcnn --train --phase backward --summary",

@@ -4,6 +4,7 @@ from ._attrs import attributes, attributes_text
 from ._collapse import CollapsedGraph, Edge, Group, Node, Predicate, collapse, resolve_depth
 from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs
+from ._diff import CallDiff, Diff, OpPair, diff
 from ._fold import foldable_runs
 from ._layers import layering
 from ._memory import Memory, memory
@@ -16,9 +17,9 @@ from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallRef", "CollapsedGraph", "Collective", "Collectives", "Costs", "Edge", "Group", "Memory", "Node", "NonFinite", "Predicate",
+    "CallDiff", "CallRef", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Group", "Memory", "Node", "NonFinite", "OpPair", "Predicate",
     "Summary", "Tree",
-    "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collectives", "costs", "find_calls",
+    "agreement_key", "attributes", "attributes_text", "calls_of", "collapse", "collectives", "costs", "diff", "find_calls",
     "find_ops", "first_nonfinite", "foldable_runs", "has_stats", "layering", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "resolve_depth", "sequences", "summary", "tree",
 ]
