@@ -14,6 +14,8 @@ from ..graph import Op, Stats
 Tensor = torch.Tensor
 _F64 = torch.float64
 _EMPTY = Stats(0, 0, 0, 0, 0, None, None, None, None)
+UNINITIALIZED = frozenset({"empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided"})
+"""Ops whose results are memory not yet written: their bytes are no value (no stats, so no false difference)."""
 
 
 def stats_of(t: Tensor) -> Stats | None:
@@ -75,18 +77,30 @@ class StatsTaker:
 
     def __init__(self, stats: dict[int, Stats]) -> None:
         self.stats = stats
+        self._unwritten: set[int] = set()  # storages an ``UNINITIALIZED`` op made and no op wrote yet
 
     def after(self, op: Op, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         stats = self.stats
         outputs = op.outputs
+        mutated = op.mutated
+        unwritten = self._unwritten
+        if info.base in UNINITIALIZED:
+            unwritten.update(r.storage for r in outputs)
+            return
+        if unwritten:  # what reads memory not yet written makes no value either (a copy of it, a view of it)
+            written = {r.storage for r in mutated}
+            if any(r.storage in unwritten and r.storage not in written for r in op.inputs):
+                unwritten.update(r.storage for r in outputs)
+                unwritten.update(written)
+                return
+            unwritten.difference_update(written)
         if outputs:
             tensors = (out,) if isinstance(out, Tensor) else tensor_leaves(out)
             for ref, t in zip(outputs, tensors, strict=False):
-                if ref.id not in stats:
+                if ref.id not in stats and ref.storage not in unwritten:  # (a view of memory not yet written: none)
                     s = stats_of(t)
                     if s is not None:
                         stats[ref.id] = s
-        mutated = op.mutated
         if mutated:
             for ref, t in zip(mutated, tensor_leaves(info.written(args, kwargs)), strict=False):
                 if ref.id not in stats:

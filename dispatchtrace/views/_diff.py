@@ -236,6 +236,10 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
         if sa and sa[0] is not None and sb[0] is not None:
             lines.append(f"  a: {sa[0]}")
             lines.append(f"  b: {sb[0]}")
+        if len(f.a.inputs) == len(f.b.inputs):
+            for ra, rb in zip(f.a.inputs, f.b.inputs, strict=True):
+                if ra.producer is None and compare(d.a, ra, d.b, rb, d.rtol, d.atol)[1]:
+                    lines.append(f"  it reads {ra.text} ({ra.kind}), which differs already")
     shown = [cd for cd in d.calls if cd.a.parent is not None and cd.a.depth <= depth and cd.via != "none"]
     if shown:
         lines.append(f"largest relative difference of each call's outputs (depth <= {depth}):")

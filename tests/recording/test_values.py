@@ -116,3 +116,25 @@ def test_keep_matching_nothing_is_a_note_and_a_budget_refuses_before_copying() -
         with dt.capture(model, keep="aten.*", keep_bytes=70_000) as g2:
             model(x)
     assert sum(t.numel() * t.element_size() for t in g2.kept.values()) <= 70_000
+
+
+def test_uninitialized_memory_has_no_stats() -> None:
+    with dt.capture(values="stats") as g:
+        e = torch.empty(64)
+        f = torch.empty_like(e)
+        e.fill_(1.0)
+    assert [op.target for op in g.ops] == ["aten.empty.memory_format", "aten.empty_like.default", "aten.fill_.Scalar"]
+    assert g.ops[0].outputs[0].id not in g.stats and g.ops[1].outputs[0].id not in g.stats and f.numel() == 64
+    assert g.stats[g.ops[2].mutated[0].id].min == 1.0  # written: a value now
+
+
+def test_what_reads_unwritten_memory_has_no_stats_either() -> None:
+    with dt.capture(values="stats") as g:
+        e = torch.empty(8)
+        view = e[2:4]
+        c = torch.empty(2)
+        c.copy_(view)
+        c.fill_(2.0)
+    empty, sliced, _, copied, filled = g.ops
+    assert sliced.outputs[0].id not in g.stats and copied.mutated[0].id not in g.stats
+    assert g.stats[filled.mutated[0].id].max == 2.0
