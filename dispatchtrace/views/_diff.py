@@ -239,7 +239,8 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
         if len(f.a.inputs) == len(f.b.inputs):
             for ra, rb in zip(f.a.inputs, f.b.inputs, strict=True):
                 if ra.producer is None and compare(d.a, ra, d.b, rb, d.rtol, d.atol)[1]:
-                    lines.append(f"  it reads {ra.text} ({ra.kind}), which differs already")
+                    other = f" in a, {rb.text} in b" if rb.text != ra.text else ""
+                    lines.append(f"  it reads {ra.text} ({ra.kind}){other}, which {'differ' if other else 'differs'} already")
     shown = [cd for cd in d.calls if cd.a.parent is not None and cd.a.depth <= depth and cd.via != "none"]
     if shown:
         lines.append(f"largest relative difference of each call's outputs (depth <= {depth}):")

@@ -138,3 +138,14 @@ def test_what_reads_unwritten_memory_has_no_stats_either() -> None:
     empty, sliced, _, copied, filled = g.ops
     assert sliced.outputs[0].id not in g.stats and copied.mutated[0].id not in g.stats
     assert g.stats[filled.mutated[0].id].max == 2.0
+
+
+def test_zeros_count_negative_zero_and_half_precision() -> None:
+    x = torch.tensor([0.0, -0.0, 1.0, -2.0, 0.0])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        s = stats_of(x.to(dtype))
+        assert s is not None and s.zeros == 3, dtype
+    relu = torch.relu(torch.randn(10_000, generator=torch.Generator().manual_seed(0)))
+    s = stats_of(relu)
+    assert s is not None and s.zeros == int((relu == 0).sum()) and s.min == 0.0
+    assert s.mean == pytest.approx(relu.double().mean().item(), rel=1e-6)  # float32 cascade sums: ~1e-7 relative
