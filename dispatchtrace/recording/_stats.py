@@ -24,7 +24,7 @@ def stats_of(t: Tensor) -> Stats | None:
     they do not describe (complex, sparse, quantized, nested).
 
     Fused reductions, each one pass: ``aminmax``, a sum, an L2 norm and, where ``[min, max]`` holds 0,
-    ``count_nonzero`` (of ``|x|``'s bits, ``_nonzero``). Float32 and narrower floats are summed by torch's vectorized cascade reductions in
+    ``count_nonzero`` (of the bits, ``_nonzero``). Float32 and narrower floats are summed by torch's vectorized cascade reductions in
     float32 (relative error about 1e-7 log n), the results kept as float64; a float32 sum or norm that
     overflows is taken again in float64, and float64 tensors, integers and bools are summed in float64.
     The NaN and Inf counts are taken only when the sum is not finite (it always is when every element is,
@@ -44,7 +44,7 @@ def stats_of(t: Tensor) -> Stats | None:
     if n == 0:
         return _EMPTY
     try:
-        with modes_set_aside(), torch.no_grad():
+        with modes_set_aside():  # (detached: autograd records nothing, no no_grad() to enter)
             x = t.detach()
             if not x.is_floating_point():
                 x = x.to(_F64)  # ints and bools: the same numbers as float64
@@ -71,16 +71,21 @@ def stats_of(t: Tensor) -> Stats | None:
         return None
 
 
-_BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+_BITS = {2: (torch.int16, -(1 << 15)), 4: (torch.int32, -(1 << 31)), 8: (torch.int64, -(1 << 63))}
 
 
 def _nonzero(x: Tensor) -> int:
-    """``count_nonzero(x)``, counted on the bits of ``|x|`` (-0.0 is a zero): torch counts integers branch-free,
-    floats with a branch that a tensor of many zeros (a ReLU's result) makes 20 times slower."""
-    bits = _BITS.get(x.element_size())
-    if bits is None:
+    """``count_nonzero(x)``, counted on ``x``'s bits: torch counts integers branch-free, floats with a branch
+    that a tensor of many zeros (a ReLU's result) makes 20 times slower. ``-0.0`` is the one zero whose bits
+    are not 0: the smallest integer, so the bits' minimum says whether there is one (then ``|x|``'s bits)."""
+    entry = _BITS.get(x.element_size()) if x.is_floating_point() else None
+    if entry is None:
         return int(torch.count_nonzero(x))
-    return int(torch.count_nonzero(torch.abs(x).view(bits)))
+    bits, negative_zero = entry
+    v = x.view(bits)
+    if v.min().item() == negative_zero:
+        return int(torch.count_nonzero(torch.abs(x).view(bits)))
+    return int(torch.count_nonzero(v))
 
 
 def _nonfinite(x: Tensor, n: int) -> Stats:
