@@ -105,3 +105,19 @@ def test_a_nan_already_in_a_parameter_is_carried_not_made() -> None:
     found = g.first_nonfinite("nan")
     assert found is not None and found.carried and found.tensor.name == "weight"
     assert str(found).startswith("NaN already in weight, first read by %t")
+
+
+def test_the_summary_shows_each_calls_output_norm_and_nan_count() -> None:
+    model = Twice()
+    with torch.no_grad(), dt.capture(model, values="stats") as g:
+        out = model(torch.tensor([[1.0, 2.0, 3.0]]))
+    s = g.summary()
+    rows = {r.label: r for r in s}
+    assert rows["root#0"].nonfinite == 0 and rows["root#1"].nonfinite == 2 and rows["fc"].nonfinite == 3
+    assert rows["root#0"].norm == pytest.approx(torch.tensor([1.0, 2.0, 3.0]).sqrt().norm().item())
+    assert s.total.nonfinite == int(out.isnan().sum())
+    header = str(s).splitlines()[0]
+    assert "Out norm" in header and "NaN/Inf" in header and "norm" in s.rows()[0]
+    with torch.no_grad(), dt.capture(model) as plain:
+        model(torch.tensor([[1.0, 2.0, 3.0]]))
+    assert "NaN/Inf" not in str(plain.summary()) and "norm" not in plain.summary().rows()[0]
