@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import inspect
-import threading
 from collections import defaultdict
 from typing import Any
 
 import torch
-import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
-from .._structure import leaves, map_leaves, template, tensor_leaves, tensors_in
+from .._structure import map_leaves, tensor_leaves
 from .._torch import has_values
 from ..graph import SCHEMAS as _schemas
 from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, schema_of, shares_storage
+from ._call_events import CallEvents
 from ._collectives import recorded_object, with_groups
 from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
@@ -22,7 +20,6 @@ from ._keep import KEEP_BYTES, Keep, Keeper
 from ._literals import LIMIT, literal_of
 from ._names import Names
 from ._params import add_params
-from ._scope import Hidden, hidden_note
 from ._source import Site, SourceTable, user_site
 from ._stats import StatsTaker
 from ._tracker import Tracker
@@ -36,8 +33,9 @@ INLINE = True
 helpers (``_read``, ``_record_writes``, ``_record_outputs``), which must record the same graph."""
 
 
-class Recorder:
-    """Owns the graph being built, the call stack and tensor identity for one capture block."""
+class Recorder(CallEvents):
+    """Owns the graph being built, the call stack and tensor identity for one capture block (the module-call
+    events are ``CallEvents``', this class records the ops)."""
 
     def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT, values: str = "none",
                  keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
@@ -95,134 +93,6 @@ class Recorder:
         if not has_values(t):  # a meta or fake constant: replay will say why it has no value
             self.builder.set_constant(name, literal_of(t, self._limit))
         return "constant", name
-
-    # ---- module calls ----------------------------------------------------------------------
-    def enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        """A module call begins (the global pre-hook): a new call inside the running one, reading
-        the tensors passed to it. Runs once per call: keep it lean."""
-        stack = self.stack
-        parent = stack[-1]
-        key = id(module)
-        counts = self._counts
-        index = counts.get(key, 0)
-        counts[key] = index + 1
-        self._call_keys.append(key)
-        if self._call_sites is not None:
-            self._call_sites.append(user_site(2))
-        if parent is not self._root:
-            if len(args) == 1 and isinstance(args[0], Tensor):  # the common case, inline
-                a = args[0]
-                s = self._live.get(id(a))
-                if s is None or s.ref.version != s.storage.version or s() is not a:
-                    s = self.tracker.refreshed(a)
-                inputs: tuple[TensorRef, ...] = (s.ref,)
-            else:
-                refs = self.tracker.refs(tensors_in(args))
-                inputs = tuple(refs) if len(refs) < 2 else tuple(dict.fromkeys(refs))
-            entry = self._paths.get(key)  # after the refs: a module learned now names no tensor read before
-            path = entry[1] if entry is not None and entry[0] is module else self.names.path(module)
-            call = self.builder.add_call(parent, path, type(module).__name__, index, module=module, inputs=inputs)
-        else:
-            ref_of = self.tracker.ref_of
-            named = list(leaves(args))
-            names = self._name_inputs(module, named, len(args))
-            refs = [ref_of(t) for _, t in named]
-            positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
-            self._pending.clear()
-            call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
-            self.builder.set_call_inputs(call, refs)
-            self.builder.set_call_arguments(call, positional, {})
-        self._starts[call] = len(self._ops)
-        stack.append(call)
-        if module._forward_hooks:
-            self._watch_user_hooks(module, call)
-
-    def note(self, module: nn.Module, kind: Hidden) -> None:
-        """A call the module hooks see only in part (``scope.hidden_kind``): the graph says so."""
-        self.builder.add_note(hidden_note(kind, self.names.path(module), module))
-
-    def _watch_user_hooks(self, module: nn.Module, call: Call) -> None:
-        """The module's own forward hooks run after the global one and may replace its output:
-        a temporary hook, last in line, reads what the call finally returned."""
-        thread = threading.get_ident()
-        handle: RemovableHandle | None = None
-
-        def last(mod: nn.Module, args: Any, output: Any) -> None:
-            if threading.get_ident() != thread:
-                return
-            assert handle is not None
-            handle.remove()
-            if output is not None:
-                self._returned(call, output)
-
-        handle = module.register_forward_hook(last, always_call=True)
-        self._late_hooks.append(handle)
-
-    def _name_inputs(self, module: nn.Module, tensors: list[tuple[str, Tensor]], n: int) -> list[str]:
-        """Names the top-level call's positional tensors by the forward's parameters (``input_3``
-        past them); returns the names of its ``n`` positional arguments."""
-        try:
-            params = list(inspect.signature(module.forward).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        names = [positional[i] if i < len(positional) else f"input_{i}" for i in range(n)]
-        for path, t in tensors:
-            # path looks like "[0]..." : the top index is the positional argument
-            head, _, rest = path[1:].partition("]")
-            self._pending.setdefault(id(t), names[int(head)] + rest)
-        return names
-
-    def keywords(self, module: nn.Module, kwargs: dict[str, Any]) -> None:
-        """The keyword arguments of a call of the model (its own ``with_kwargs`` pre-hook, run after
-        the global one): for a top-level call, its tensors are inputs named by their keyword."""
-        call = self.stack[-1]
-        if call.parent is not self.graph.root or call.module is not module or call.arguments is None:
-            return
-        ref_of = self.tracker.ref_of
-        named = list(leaves(kwargs))
-        for path, t in named:  # path looks like "['input_ids']..."
-            key, _, rest = path[2:].partition("']")
-            self._pending.setdefault(id(t), key + rest)
-        refs = [ref_of(t) for _, t in named]
-        self._pending.clear()
-        self.builder.set_call_inputs(call, [*call.inputs, *refs])
-        self.builder.set_call_arguments(call, call.arguments[0], {k: template(v, ref_of) for k, v in kwargs.items()})
-
-    def exit(self, module: nn.Module, output: Any) -> None:
-        """A module call ends (the global always-called forward hook; ``output`` is ``None`` when
-        its forward raised): pop to its call; calls whose exit hook never ran are closed with it."""
-        stack = self.stack
-        call = stack[-1]
-        weak = call._module  # the module property, inline: the innermost call is the one ending
-        if weak is not None and weak() is module:
-            stack.pop()
-        else:
-            for depth in range(len(stack) - 1, 0, -1):
-                if stack[depth].module is module:
-                    break
-            else:
-                return
-            call = stack[depth]
-            del stack[depth:]
-        if output is not None:
-            self._returned(call, output)
-
-    def _returned(self, call: Call, output: Any) -> None:
-        if isinstance(output, Tensor):
-            s = self._live.get(id(output))
-            if s is None or s.ref.version != s.storage.version or s() is not output:
-                s = self.tracker.refreshed(output)
-            self.builder.set_call_result(call, (s.ref,), s.ref)
-            if self._keeper is not None:
-                self._keeper.call(call, [s.ref], [output])
-        else:
-            ref_of = self.tracker.ref_of
-            tensors = tensors_in(output)
-            refs = self.tracker.refs(tensors)
-            self.builder.set_call_result(call, refs, template(output, ref_of))
-            if self._keeper is not None:
-                self._keeper.call(call, refs, tensors)
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
