@@ -60,3 +60,14 @@ def test_a_damaged_stats_row_is_a_format_error(tmp_path: Path) -> None:
     data["stats"][0] = data["stats"][0][:3]
     with pytest.raises(dt.FormatError, match="a stats row is"):
         loads(json.dumps(data))
+
+
+def test_without_safetensors_saving_kept_values_says_what_to_install(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    g = _capture(keep="aten.relu*")
+    monkeypatch.setitem(__import__("sys").modules, "safetensors", None)  # as if it were not installed
+    monkeypatch.setitem(__import__("sys").modules, "safetensors.torch", None)
+    with pytest.raises(ImportError, match=r"pip install safetensors \(or pip install 'dispatchtrace\[values\]'\)"):
+        g.save(tmp_path / "t.json")
+    _capture(values="stats").save(tmp_path / "s.json")  # stats alone need nothing more
+    assert dt.load(tmp_path / "s.json").stats
