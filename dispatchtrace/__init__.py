@@ -7,9 +7,12 @@ from .errors import (
     DotFailedError,
     DotNotFoundError,
     FormatError,
+    KeepBudgetError,
     LintError,
     ModelError,
     ModelTooLargeError,
+    NotKeptError,
+    NoValuesError,
     ReplayError,
     SavedError,
 )
@@ -18,9 +21,11 @@ from .recording import capture
 from .render import write_ranks
 from .replay import verify
 from .serialize import load, load_ranks, rank_path
+from .views import diff
 
 __all__ = [
-    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "LintError",
-    "ModelError", "ModelTooLargeError", "Op", "ReplayError", "SavedError", "TensorRef",
-    "capture", "load", "load_ranks", "rank_path", "verify", "write_ranks",
+    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
+    "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
+    "TensorRef",
+    "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_ranks",
 ]

@@ -57,3 +57,15 @@ class ModelTooLargeError(ModelError):
         super().__init__(message)
         self.nbytes = nbytes
         self.budget = budget
+
+
+class KeepBudgetError(MemoryError):
+    """``capture(keep=...)`` would keep more bytes of tensor copies than ``keep_bytes`` allows; raised before the copy."""
+
+
+class NotKeptError(LookupError):
+    """``g.value(x)`` for a tensor, op or call whose value the capture did not keep (``keep=``)."""
+
+
+class NoValuesError(ValueError):
+    """A feature that reads values (``first_nonfinite``) on a capture without them (``values="none"``, meta tensors)."""

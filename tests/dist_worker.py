@@ -172,6 +172,8 @@ def _forward(case: str, rank: int, world: int) -> tuple[nn.Module | None, object
 
 def main(rank: int, case: str, world: int, port: int, out: str) -> None:
     warnings.simplefilter("ignore")
+    values = "stats" if case.endswith(":stats") else "none"  # ddp_step:stats: the same case, with values="stats"
+    case = case.removesuffix(":stats")
     if case == "skips":
         importlib.import_module("torch.testing._internal.distributed.fake_pg")  # registers the "fake" backend
 
@@ -182,7 +184,7 @@ def main(rank: int, case: str, world: int, port: int, out: str) -> None:
     try:
         model, forward = _forward(case, rank, world)
         grad = torch.enable_grad() if case.endswith("_step") else torch.no_grad()
-        with grad, dt.capture(model) as g:
+        with grad, dt.capture(model, values=values) as g:
             forward()
         g.save(dt.rank_path(os.path.join(out, "trace.json")))
         if case == "ddp_step":  # the reducer's own buckets, to check the capture's attribution against

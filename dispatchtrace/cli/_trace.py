@@ -10,8 +10,9 @@ from typing import Any
 import torch
 
 from .._version import __version__
+from ..errors import NoValuesError
 from ..graph import Graph
-from ..recording import capture
+from ..recording import Values, capture
 from ..views import has_backward
 from ._build import add_catalogue_arguments, build_from
 from ._errors import ArgumentParser, CliError
@@ -32,12 +33,13 @@ def parser() -> argparse.ArgumentParser:
         prog="dispatchtrace",
         description="Capture every ATen op of one forward pass and show it as a tree of module calls "
         "with parallel branches, or write diagrams. Other commands: `dispatchtrace demo [DIR]`, "
-        "`dispatchtrace render`, `dispatchtrace verify`, `dispatchtrace mismatch`.",
+        "`dispatchtrace render`, `dispatchtrace verify`, `dispatchtrace mismatch`, `dispatchtrace diff`.",
         examples=["dispatchtrace resnet50 --depth 2", "dispatchtrace coolcnn -o cool.svg -o cool.pdf",
                   "dispatchtrace hf:gpt2 --config n_layer=2 --depth 2", "dispatchtrace hf:llama --device meta --depth 1",
                   "dispatchtrace hf:t5 --config num_layers=2 --summary --depth 1", "dispatchtrace timm:convnext_atto --depth 1",
                   "dispatchtrace resnet18 --at layer1.0 --ops", "dispatchtrace resnet18 --dtype bfloat16 --device meta",
                   "dispatchtrace coolcnn -o trace.json", "dispatchtrace coolcnn --train --phase backward --summary",
+                  "dispatchtrace coolcnn --train --values stats",
                   "dispatchtrace mypkg.nets:make_net --input 8x128 --dtype int64", "dispatchtrace ./nets.py:Net --input 2x16"],
     )
     add_model_arguments(p, device_help="where the model and inputs live; meta runs with no data and no weight memory")
@@ -48,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
                    help="capture a training step instead: forward, a loss (cross-entropy against class 0 for a 2-D "
                    "output, else the mean square of the output), backward and an SGD step (docs/training.md)")
     p.add_argument("--summary", action="store_true", help="print the summary table instead of the tree")
+    p.add_argument("--values", choices=["none", "stats"], default="none",
+                   help="stats: record the statistics of every op's results (saved with -o trace.json) and print "
+                   "the op that first made a NaN or Inf, if one did (docs/numerics.md)")
     p.add_argument("--version", action="version", version=f"dispatchtrace {__version__}")
     return p
 
@@ -59,7 +64,7 @@ def run(argv: Sequence[str]) -> int:
     torch.manual_seed(args.seed)
     model, inputs, kwargs = build_from(args)
     step = train_step if args.train else trace
-    graph = step(model, inputs, kwargs, name=args.model)
+    graph = step(model, inputs, kwargs, name=args.model, values=args.values)
     if args.phase == "backward" and not has_backward(graph):
         raise CliError("--phase backward: there is no backward phase in this capture; add --train to capture a training step")
     if graph.notes:  # what the capture could not see (a scripted module's calls): one line
@@ -70,15 +75,27 @@ def run(argv: Sequence[str]) -> int:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
                       phase=args.phase))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
+    if args.values == "stats":
+        _nonfinite(graph)
     return 0
 
 
+def _nonfinite(graph: Graph) -> None:
+    """The op that first made a NaN or Inf, when one did; a note when the capture has no values (meta)."""
+    try:
+        found = graph.first_nonfinite()
+    except NoValuesError as e:
+        print(f"dispatchtrace: note: {e}", file=sys.stderr)
+        return
+    print(found if found is not None else f"no NaN or Inf: every value of the {len(graph.ops)} ops is finite")
+
+
 def trace(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
-          name: str = "the model") -> Graph:
+          name: str = "the model", values: Values = "none") -> Graph:
     """One captured forward pass ``model(*inputs, **kwargs)`` under ``torch.no_grad()``; a forward that raises
     becomes a ``CliError``."""
     try:
-        with torch.no_grad(), capture(model) as graph:
+        with torch.no_grad(), capture(model, values=values) as graph:
             model(*inputs, **(kwargs or {}))
     except Exception as e:
         raise forward_error(name, tensors(inputs, kwargs), e) from e
@@ -104,13 +121,13 @@ def loss_of(output: object) -> torch.Tensor:
 
 
 def train_step(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
-               name: str = "the model") -> Graph:
+               name: str = "the model", values: Values = "none") -> Graph:
     """One captured training step: forward, ``loss_of``, backward and ``torch.optim.SGD``'s step (the model in
     train mode); a step that raises becomes a ``CliError``."""
     model.train()
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
     try:
-        with capture(model) as graph:
+        with capture(model, values=values) as graph:
             loss_of(model(*inputs, **(kwargs or {}))).backward()
             opt.step()
             opt.zero_grad()

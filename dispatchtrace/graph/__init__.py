@@ -15,13 +15,15 @@ from ._opaque import Opaque
 from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Rare, Saved, new_call, op_ranges
 from ._schema import SCHEMAS, OpSchema, overload_of, schema_of
 from ._source import Source
+from ._stats import Stats, relative
 from ._tensors import Kind, TensorRef, itemsize, shape_text, shares_storage
 from ._users import Users
 
 __all__ = [
     "AUTO_BUDGET", "PHASES", "PHASE_VIEWS", "SCHEMAS",
-    "Call", "Child", "Construction", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op", "OpSchema",
-    "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "TensorRef", "Users",
-    "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text", "schema_of",
+    "Call", "Child", "Construction", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op",
+    "OpSchema", "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "Stats", "TensorRef", "Users",
+    "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text",
+    "relative", "schema_of",
     "shape_text", "shares_storage",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Saved, new_call, op_ranges
+from ._stats import Stats
 from ._tensors import TensorRef
 
 __all__ = ["PHASES", "PHASE_VIEWS", "Call", "Child", "Graph", "Op", "Phase", "PhaseView", "Saved", "new_call",
@@ -16,11 +17,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import graphviz
+    import torch
     import torch.fx as fx
     import torch.nn as nn
 
     from ..replay import Constants
-    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, Predicate, Summary, Tree
+    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, NonFinite, Predicate, Summary, Tree
+    from ..views._nonfinite import Kind as NonFiniteKind
     from ._depth import Depth
     from ._literal import Literal
 
@@ -48,6 +51,13 @@ class Graph:
         self.error: BaseException | None = None
         self.complete: bool = False
         self.notes: list[str] = []
+        self.values: str = "none"
+        """What the capture kept of tensor values: ``"none"``, or ``"stats"`` (``capture(values="stats")``)."""
+        self.stats: dict[int, Stats] = {}
+        """``Stats`` by ``TensorRef.id`` (``values="stats"``): each op's results and written tensors, each tensor
+        no op made (parameters, inputs) where first read; none for meta or fake tensors."""
+        self.kept: dict[int, torch.Tensor] = {}
+        """Copies kept by ``capture(keep=...)``, detached and on the CPU, by ``TensorRef.id``."""
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)
@@ -174,3 +184,41 @@ class Graph:
             if op.name == name:
                 return op
         raise KeyError(f"no op named {name!r}; op names look like {self.ops[0].name!r}" if self.ops else f"no op named {name!r}: the capture recorded no ops")
+
+    def first_nonfinite(self, kind: NonFiniteKind = "any") -> NonFinite | None:
+        """The op that first made a NaN or Inf (``kind``: ``"any"``, ``"nan"``, ``"inf"``), ``None`` when all is
+        finite; needs ``capture(values="stats")``. See ``views.first_nonfinite``."""
+        from ..views import first_nonfinite
+
+        return first_nonfinite(self, kind)
+
+    def value(self, x: Op | Call | TensorRef) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """The copy ``capture(keep=...)`` kept of a tensor, of an op's result or of a call's output (a tuple
+        where there are several); ``NotKeptError`` for one it did not keep."""
+        from ..errors import NotKeptError
+
+        refs = (x,) if isinstance(x, TensorRef) else x.outputs
+        what = x.text if isinstance(x, TensorRef) else f"%{x.name}" if isinstance(x, Op) else x.label
+        if not refs:
+            raise NotKeptError(f"{what} has no tensor result: there is no value to keep")
+        missing = [r for r in refs if r.id not in self.kept]
+        if missing:
+            hint = (f"keep={x.name!r}" if isinstance(x, Op) else f"keep={x.label!r}" if isinstance(x, Call)
+                    else "keep= matching the op that made it")
+            why = "" if self.kept else " (this capture kept no value)"
+            raise NotKeptError(f"{what} was not kept{why}: capture with dt.capture(model, {hint}) to keep it")
+        values = tuple(self.kept[r.id] for r in refs)
+        return values[0] if len(values) == 1 else values
+
+    def text(self, *, values: bool = False) -> str:
+        """``str(g)``, one line per op; ``values=True`` adds each result's statistics (``capture(values="stats")``)
+        after its op, ``= [min, max] mean .. norm ..`` (``no stats`` where there is none: meta tensors)."""
+        if not values:
+            return str(self)
+        lines = []
+        for op in self.ops:
+            lines.append(str(op))
+            for ref in dict.fromkeys((*op.outputs, *op.mutated)):
+                s = self.stats.get(ref.id)
+                lines.append(f"    {ref.text} = {'no stats' if s is None else s}")
+        return "\n".join(lines)

@@ -1,7 +1,9 @@
 """Everything that runs inside ``with dt.capture(model) as g:``: the dispatch mode, the module-call
 scope, the recorder and what it asks of autograd, collectives and DTensor."""
 
-from ._capture import OpMode, capture
+from ._capture import VALUES, OpMode, Values, capture
+from ._keep import KEEP_BYTES, Keep
 from ._source import SourceTable, user_site
+from ._stats import stats_of
 
-__all__ = ["OpMode", "SourceTable", "capture", "user_site"]
+__all__ = ["KEEP_BYTES", "VALUES", "Keep", "OpMode", "SourceTable", "Values", "capture", "stats_of", "user_site"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -15,6 +15,7 @@ from .._collector import Paused
 from .._torch import graph_task_id
 from ..graph import Graph
 from ._dtensor import RUNNING, dtensor_type, faking
+from ._keep import KEEP_BYTES, Keep
 from ._literals import LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
@@ -23,6 +24,10 @@ from ._training import Phases
 
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, read only, not one per op
 
+
+Values = Literal["none", "stats"]
+"""What ``capture(values=...)`` takes of each op's results: nothing, or their statistics (``Stats``, in ``g.stats``)."""
+VALUES: tuple[Values, ...] = get_args(Values)
 
 OpHook = Callable[[Any, tuple[Any, ...], dict[str, Any], Any], Any]
 """``(func, args, kwargs, out)``: one op, after it ran (what it returns is ignored)."""
@@ -114,6 +119,14 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ``saved=False`` to run ``torch.func.grad`` (and ``vjp``, ``jacrev``, ``hessian``) inside the
     block, which refuse to run while such hooks are set.
 
+    ``values="stats"`` takes, for every tensor an op returns or writes (its value after the op), the
+    counts of NaN, +Inf, -Inf and zeros, the min, max, mean and L2 norm (``Stats``, in ``g.stats`` by ref
+    id; ``g.first_nonfinite()`` finds the op that made a NaN), in the dispatch path, keeping no tensor;
+    meta and fake tensors have none. ``keep`` keeps full copies, detached and on the CPU, of the results
+    of the ops and the outputs of the calls it matches (globs of op targets or names and call paths or
+    labels, a list of them, or a predicate of the op or call): ``g.value(op)``; ``keep_bytes`` is their
+    budget, and a copy that would pass it raises ``KeepBudgetError`` instead of being made.
+
     Python's cyclic garbage collector is paused inside the block and restored as it was on exit,
     also when the block raises (``collector.Paused``): the graph's many long-lived records would
     make its full collections cost more with every op. Memory freed by reference counting (tensors,
@@ -130,7 +143,14 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ['Linear']
     """
 
-    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT, saved: bool = True) -> None:
+    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT, saved: bool = True,
+                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
+        if values not in VALUES:
+            raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "
+                             f"statistics of every op's results (g.stats), \"none\" keeps no value")
+        self._values = values
+        self._keep = keep
+        self._keep_bytes = keep_bytes
         self._model = model
         self._saved = saved
         self._source = source
@@ -147,7 +167,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         self._collector.start()
         keywords = scope = phases = saved = None
         try:
-            recorder = Recorder(self._model, source=self._source, constants=self._constants)
+            recorder = Recorder(self._model, source=self._source, constants=self._constants, values=self._values,
+                                keep=self._keep, keep_bytes=self._keep_bytes)
             phases = Phases(recorder)
             scope = Scope(recorder.enter, recorder.exit, recorder.note,
                           recompute=(phases.recompute_enter, phases.recompute_exit))

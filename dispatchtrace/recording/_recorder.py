@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
-import threading
 from collections import defaultdict
 from typing import Any
 
 import torch
-import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
-from .._structure import leaves, map_leaves, template, tensor_leaves, tensors_in
-from .._torch import has_values, pytree_node
+from .._structure import map_leaves, tensor_leaves
+from .._torch import has_values
 from ..graph import SCHEMAS as _schemas
 from ..graph import (
     Call,
@@ -27,26 +24,33 @@ from ..graph import (
     schema_of,
     shares_storage,
 )
+from ._call_events import CallEvents
 from ._collectives import recorded_object, with_groups
 from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
+from ._keep import KEEP_BYTES, Keep, Keeper
 from ._literals import LIMIT, literal_of
 from ._names import Names
 from ._params import add_params
-from ._scope import Hidden, hidden_note
 from ._source import Site, SourceTable, user_site
+from ._stats import StatsTaker
 from ._tracker import Tracker
 
 Tensor = torch.Tensor
 _PLAIN = frozenset({int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format})
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, not one each (ops are read-only)
+INLINE = True
+"""``Recorder.op`` reads the common arguments and results inline; off (tests only), every one goes through the
+helpers (``_read``, ``_record_writes``, ``_record_outputs``), which must record the same graph."""
 
 
-class Recorder:
-    """Owns the graph being built, the call stack and tensor identity for one capture block."""
+class Recorder(CallEvents):
+    """Owns the graph being built, the call stack and tensor identity for one capture block (the module-call
+    events are ``CallEvents``', this class records the ops)."""
 
-    def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT) -> None:
+    def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT, values: str = "none",
+                 keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
         self._limit = constants
         self.builder = GraphBuilder()
         self.graph = self.builder.graph
@@ -78,6 +82,10 @@ class Recorder:
         self.state_names: dict[int, str] = {}
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
         self._n_dtensor = 0
+        self.graph.values = values
+        self._stats = StatsTaker(self.graph.stats) if values == "stats" else None
+        self._keeper = Keeper(keep, keep_bytes, self.graph.kept) if keep is not None else None
+        self._values = self._stats is not None or self._keeper is not None  # one test per op when both are off
 
     # ---- tensors seen for the first time -------------------------------------------------
     def _classify(self, t: Tensor) -> tuple[Kind, str | None]:
@@ -98,192 +106,93 @@ class Recorder:
             self.builder.set_constant(name, literal_of(t, self._limit))
         return "constant", name
 
-    # ---- module calls ----------------------------------------------------------------------
-    def enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
-        """A module call begins (the global pre-hook): a new call inside the running one, reading
-        the tensors passed to it. Runs once per call: keep it lean."""
-        stack = self.stack
-        parent = stack[-1]
-        key = id(module)
-        counts = self._counts
-        index = counts.get(key, 0)
-        counts[key] = index + 1
-        self._call_keys.append(key)
-        if self._call_sites is not None:
-            self._call_sites.append(user_site(2))
-        if parent is not self._root:
-            if len(args) == 1 and isinstance(args[0], Tensor):  # the common case, inline
-                a = args[0]
-                s = self._live.get(id(a))
-                if s is None or s.ref.version != s.storage.version or s() is not a:
-                    s = self.tracker.refreshed(a)
-                inputs: tuple[TensorRef, ...] = (s.ref,)
-            else:
-                refs = self.tracker.refs(tensors_in(args))
-                inputs = tuple(refs) if len(refs) < 2 else tuple(dict.fromkeys(refs))
-            entry = self._paths.get(key)  # after the refs: a module learned now names no tensor read before
-            path = entry[1] if entry is not None and entry[0] is module else self.names.path(module)
-            call = self.builder.add_call(parent, path, type(module).__name__, index, module=module, inputs=inputs)
-        else:
-            ref_of = self.tracker.ref_of
-            named = list(leaves(args))
-            names = self._name_inputs(module, named, len(args))
-            refs = [ref_of(t) for _, t in named]
-            positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
-            self._pending.clear()
-            call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
-            self.builder.set_call_inputs(call, refs)
-            self.builder.set_call_arguments(call, positional, {})
-        self._starts[call] = len(self._ops)
-        stack.append(call)
-        if module._forward_hooks:
-            self._watch_user_hooks(module, call)
-
-    def note(self, module: nn.Module, kind: Hidden) -> None:
-        """A call the module hooks see only in part (``scope.hidden_kind``): the graph says so."""
-        self.builder.add_note(hidden_note(kind, self.names.path(module), module))
-
-    def _watch_user_hooks(self, module: nn.Module, call: Call) -> None:
-        """The module's own forward hooks run after the global one and may replace its output:
-        a temporary hook, last in line, reads what the call finally returned."""
-        thread = threading.get_ident()
-        handle: RemovableHandle | None = None
-
-        def last(mod: nn.Module, args: Any, output: Any) -> None:
-            if threading.get_ident() != thread:
-                return
-            assert handle is not None
-            handle.remove()
-            if output is not None:
-                self._returned(call, output)
-
-        handle = module.register_forward_hook(last, always_call=True)
-        self._late_hooks.append(handle)
-
-    def _name_inputs(self, module: nn.Module, tensors: list[tuple[str, Tensor]], n: int) -> list[str]:
-        """Names the top-level call's positional tensors by the forward's parameters (``input_3``
-        past them); returns the names of its ``n`` positional arguments."""
-        try:
-            params = list(inspect.signature(module.forward).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        names = [positional[i] if i < len(positional) else f"input_{i}" for i in range(n)]
-        for path, t in tensors:
-            # path looks like "[0]..." : the top index is the positional argument
-            head, _, rest = path[1:].partition("]")
-            self._pending.setdefault(id(t), names[int(head)] + rest)
-        return names
-
-    def keywords(self, module: nn.Module, kwargs: dict[str, Any]) -> None:
-        """The keyword arguments of a call of the model (its own ``with_kwargs`` pre-hook, run after
-        the global one): for a top-level call, its tensors are inputs named by their keyword."""
-        call = self.stack[-1]
-        if call.parent is not self.graph.root or call.module is not module or call.arguments is None:
-            return
-        ref_of = self.tracker.ref_of
-        named = list(leaves(kwargs))
-        for path, t in named:  # path looks like "['input_ids']..."
-            key, _, rest = path[2:].partition("']")
-            self._pending.setdefault(id(t), key + rest)
-        refs = [ref_of(t) for _, t in named]
-        self._pending.clear()
-        self.builder.set_call_inputs(call, [*call.inputs, *refs])
-        self.builder.set_call_arguments(call, call.arguments[0], {k: template(v, ref_of) for k, v in kwargs.items()})
-
-    def exit(self, module: nn.Module, output: Any) -> None:
-        """A module call ends (the global always-called forward hook; ``output`` is ``None`` when
-        its forward raised): pop to its call; calls whose exit hook never ran are closed with it."""
-        stack = self.stack
-        call = stack[-1]
-        weak = call._module  # the module property, inline: the innermost call is the one ending
-        if weak is not None and weak() is module:
-            stack.pop()
-        else:
-            for depth in range(len(stack) - 1, 0, -1):
-                if stack[depth].module is module:
-                    break
-            else:
-                return
-            call = stack[depth]
-            del stack[depth:]
-        if output is not None:
-            self._returned(call, output)
-
-    def _returned(self, call: Call, output: Any) -> None:
-        if isinstance(output, Tensor):
-            s = self._live.get(id(output))
-            if s is None or s.ref.version != s.storage.version or s() is not output:
-                s = self.tracker.refreshed(output)
-            self.builder.set_call_result(call, (s.ref,), s.ref)
-        else:
-            ref_of = self.tracker.ref_of
-            self.builder.set_call_result(call, self.tracker.refs(tensors_in(output)), template(output, ref_of, pytree_node))
-
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
-        """Record one dispatched op: its arguments as refs (noting the ops they came from), the op
-        itself, the tensors it wrote, then what it returned. Runs once per op: keep it lean (a
-        tensor argument whose bytes nobody wrote since it was made is read here, inline; ``_read``
-        does every other leaf)."""
+        """Record one dispatched op: its arguments as refs (``_arguments``, noting the ops they came
+        from), the op itself, then the tensors it wrote and what it returned (``_results``). Runs once
+        per op: keep it lean (three calls of this class per op, the halves included)."""
         try:  # a subscript, not a call: an op met before (schemas are kept across captures)
             info = _schemas[id(func)]
         except KeyError:
             info = schema_of(func)
+        recorded, rkwargs, inputs, shared, producers = self._arguments(info, args, kwargs, out)
+        base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
+        counts = self._name_counts
+        n = counts[base]
+        counts[base] = n + 1
+        op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
+                                 shared, producers, phase=self.phase)
+        if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
+            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
+        self._results(op, info, args, kwargs, out, inputs)
+        if self._sites is not None:
+            self._sites.append(user_site(3))
+        if self._values:
+            if self._stats is not None:
+                self._stats.after(op, info, args, kwargs, out)
+            if self._keeper is not None:
+                self._keeper.op(op, out)
+        return op
+
+    def _arguments(self, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+                   ) -> tuple[tuple[Any, ...], dict[str, Any], list[TensorRef], tuple[TensorRef, ...], tuple[Op, ...]]:
+        """The first half of ``op``: ``(args, kwargs, inputs, inputs as a tuple, producers)`` as recorded,
+        tensors replaced by their refs. A tensor argument whose bytes nobody wrote since it was made is
+        read here, inline, and so is an int list; ``_read`` does every other leaf (every leaf when
+        ``INLINE`` is off)."""
         self._inputs = inputs = []
         self._producers = producers = {}
         self._view = out if info.views else None
-        live = self._live
         read = self._read
-        known = self._known
-        int_lists = self._int_lists
         rargs = list(args)  # plain values stay where they are; the others are replaced
-        i = -1
-        for a in args:
-            i += 1
-            if type(a) in _PLAIN:
-                continue
-            if type(a) is Tensor or isinstance(a, Tensor):
-                s = live.get(id(a))
-                if s is None:  # first sighting (a parameter, a buffer): no producer, no write since
-                    s = known(a)
-                elif s.storage.version != s.born or s.ref.version != s.born or s() is not a:
-                    rargs[i] = read(a)
+        if INLINE:
+            live = self._live
+            known = self._known
+            int_lists = self._int_lists
+            i = -1
+            for a in args:
+                i += 1
+                if type(a) in _PLAIN:
                     continue
-                ref = s.ref
-                inputs.append(ref)
-                if ref.producer is not None:
-                    producers[ref.producer] = None
-                rargs[i] = ref
-            elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
-                ints = True
-                for v in a:
-                    t = type(v)
-                    if t is not int:
-                        if t not in _PLAIN:
-                            rargs[i] = map_leaves(a, read)
-                            break
-                        ints = False
-                else:
-                    if ints:  # equal int lists are one list per capture (ops are read-only); no call made
-                        key = (*a,)
-                        try:
-                            rargs[i] = int_lists[key]
-                        except KeyError:
-                            rargs[i] = int_lists[key] = a[:]
+                if type(a) is Tensor or isinstance(a, Tensor):
+                    s = live.get(id(a))
+                    if s is None:  # first sighting (a parameter, a buffer): no producer, no write since
+                        s = known(a)
+                    elif s.storage.version != s.born or s.ref.version != s.born or s() is not a:
+                        rargs[i] = read(a)
+                        continue
+                    ref = s.ref
+                    inputs.append(ref)
+                    if ref.producer is not None:
+                        producers[ref.producer] = None
+                    rargs[i] = ref
+                elif type(a) is list:  # int[] sizes and strides (nothing to read, inline) or a tensor list
+                    ints = True
+                    for v in a:
+                        t = type(v)
+                        if t is not int:
+                            if t not in _PLAIN:
+                                rargs[i] = map_leaves(a, read)
+                                break
+                            ints = False
                     else:
-                        rargs[i] = a[:]
-            else:
-                rargs[i] = map_leaves(a, read)
+                        if ints:  # equal int lists are one list per capture (ops are read-only); no call made
+                            key = (*a,)
+                            try:
+                                rargs[i] = int_lists[key]
+                            except KeyError:
+                                rargs[i] = int_lists[key] = a[:]
+                        else:
+                            rargs[i] = a[:]
+                else:
+                    rargs[i] = map_leaves(a, read)
+        else:
+            rargs = [map_leaves(a, read) for a in args]
         rkwargs = {k: map_leaves(v, read) for k, v in kwargs.items()} if kwargs else _NO_KWARGS
         self._view = None  # never hold a result past its op
         recorded = tuple(rargs)
         if info.group is not None:  # a functional collective names its group: record the group
             recorded, rkwargs = with_groups(recorded, rkwargs, *info.group)
-        base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
-        counts = self._name_counts
-        n = counts[base]
-        counts[base] = n + 1
         # Tuples shared, not made again (ops are read-only): args that are all tensors are the inputs; one
         # input read as its producer returned it is that producer's outputs (a comparison, not a call).
         shared = recorded if inputs == rargs else None
@@ -297,12 +206,16 @@ class Recorder:
                     shared = outs
         if shared is None:
             shared = tuple(inputs)
-        op = self.builder.add_op(self.stack[-1], f"{base}_{n}" if n else base, info.target, recorded, rkwargs,
-                                 shared, tuple(producers), phase=self.phase)
-        if info.lift and inputs and inputs[0].kind == "constant" and inputs[0].name not in self.graph.constants:
-            self.builder.set_constant(inputs[0].name, literal_of(args[0], self._limit))  # type: ignore[arg-type]
-        if info.self_only and args and out is args[0] and isinstance(out, Tensor):  # relu_, add_: wrote itself, returned
-            self.tracker.write(out, op)
+        return recorded, rkwargs, inputs, shared, tuple(producers)
+
+    def _results(self, op: Op, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+                 inputs: list[TensorRef]) -> None:
+        """The second half of ``op``: the tensors ``op`` wrote get a new version, what it returned its refs.
+        An op that wrote and returned its first argument (``relu_``) and one returning one new tensor are
+        done here, inline; ``_record_writes`` and ``_record_outputs`` do the others (all when ``INLINE``
+        is off)."""
+        if INLINE and info.self_only and args and out is args[0] and isinstance(out, Tensor):
+            self.tracker.write(out, op)  # relu_, add_: wrote itself, returned
             ref = self._produced(out, op, True)
             self.builder.set_outputs(op, (ref,), mutated=(ref,))
         elif info.writes:
@@ -313,7 +226,7 @@ class Recorder:
                 self.builder.set_outputs(op, outputs, mutated=tuple([ref_of(t) for t in written]))
             else:
                 self.builder.set_outputs(op, outputs, is_view=shares_storage(outputs, inputs))
-        elif type(out) is Tensor or isinstance(out, Tensor):  # the common case, inline
+        elif INLINE and (type(out) is Tensor or isinstance(out, Tensor)):  # the common case, inline
             ref = self._produced(out, op, False)
             sid = ref.storage
             is_view = False
@@ -325,9 +238,6 @@ class Recorder:
         else:
             outputs = self._record_outputs(op, out, ())
             self.builder.set_outputs(op, outputs, is_view=shares_storage(outputs, inputs))
-        if self._sites is not None:
-            self._sites.append(user_site(3))
-        return op
 
     def _read(self, a: Any) -> Any:
         """How one argument leaf of the op being recorded is recorded: a tensor as its current ref,
@@ -404,6 +314,9 @@ class Recorder:
             table = SourceTable()
             table.assign(graph.ops, self._sites)
             table.assign(graph.calls, self._call_sites)
+        if self._keeper is not None:
+            for note in self._keeper.notes():
+                self.builder.add_note(note)
         self.tracker.close()
         self.names.clear()
         self._pending.clear()

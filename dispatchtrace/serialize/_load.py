@@ -9,19 +9,32 @@ from typing import Any
 
 from .._collector import Paused
 from ..errors import SavedError
-from ..graph import Call, Graph, GraphBuilder, Literal, Op, Saved, TensorRef
+from ..graph import Call, Graph, GraphBuilder, Literal, Op, Saved, Stats, TensorRef
 from ..graph.lint import LintError
 from ._check import check_types
-from ._values import FORMAT, OLDEST, OP_EXTRA, OP_FIELDS, VERSION, FormatError, _unrecord, _unvalue
+from ._kept import read_kept
+from ._values import (
+    FORMAT,
+    OLDEST,
+    OP_EXTRA,
+    OP_FIELDS,
+    STATS_FIELDS,
+    VERSION,
+    FormatError,
+    _no_tensor,
+    _unrecord,
+    _unvalue,
+)
 
 
-def loads(text: str, *, where: str = "the text") -> Graph:
-    """A ``Graph`` from JSON text written by ``dumps`` / ``save`` (the cyclic collector paused meanwhile)."""
+def loads(text: str, *, where: str = "the text", folder: str | None = None) -> Graph:
+    """A ``Graph`` from JSON text written by ``dumps`` / ``save`` (the cyclic collector paused meanwhile);
+    ``folder`` holds the file of kept values it names, if any (``None``: not read, a note says so)."""
     with Paused():
-        return _loads(text, where)
+        return _loads(text, where, folder)
 
 
-def _loads(text: str, where: str) -> Graph:
+def _loads(text: str, where: str, folder: str | None = None) -> Graph:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -29,7 +42,7 @@ def _loads(text: str, where: str) -> Graph:
         truncated = stripped.startswith("{") and not stripped.endswith("}")
         hint = " (it looks truncated)" if truncated else ""
         raise FormatError(f"{where} is not valid JSON{hint}: {e}; save the capture again with g.save(path)") from None
-    return from_json(data, where=where)
+    return from_json(data, where=where, folder=folder)
 
 
 def load(path: str | os.PathLike[str]) -> Graph:
@@ -43,11 +56,11 @@ def load(path: str | os.PathLike[str]) -> Graph:
         kind = "a binary file" if b"\0" in raw[:4096] else "not UTF-8 text"
         raise FormatError(f"{where} is {kind} (byte {e.start} cannot be read as UTF-8), not a dispatchtrace capture; "
                           "pass a file written by g.save(path) or `dispatchtrace MODEL -o trace.json`") from None
-    return loads(text, where=where)
+    return loads(text, where=where, folder=os.path.dirname(where))
 
 
-def from_json(data: Any, *, where: str = "the data") -> Graph:
-    """A ``Graph`` from the dict ``to_json`` returns."""
+def from_json(data: Any, *, where: str = "the data", folder: str | None = None) -> Graph:
+    """A ``Graph`` from the dict ``to_json`` returns (kept values read from ``folder``, see ``loads``)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise FormatError(f"{where} is not a dispatchtrace capture (no \"format\": \"dispatchtrace\" field); "
                           "write one with g.save(path)")
@@ -75,6 +88,13 @@ def from_json(data: Any, *, where: str = "the data") -> Graph:
     except LintError as e:
         raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
                           "save the capture again with g.save(path)") from None
+    kept = data.get("kept")
+    if kept:
+        if folder is None:
+            graph.notes.append(f"the values this capture kept are in {kept['file']}, beside its JSON file: "
+                               "dt.load(path) reads them")
+        else:
+            graph.kept.update(read_kept(kept, folder, where))
     return graph
 
 
@@ -126,6 +146,7 @@ class _Loader:
         self.builder.set_saved(_saved(entry, calls) for entry in saved)
         for note in self.data.get("notes", []):  # optional: a capture that saw everything has none
             self.builder.add_note(note)
+        self._values()
         params = self.data["params"]
         for call, (n, own) in zip(calls, params["calls"], strict=True):
             call.params, call.self_params = n, own
@@ -139,6 +160,19 @@ class _Loader:
                                                     lit.get("why")))
         return self.builder.finish(None if error is None else _error(error["type"], error["message"], error.get("module")),
                                    complete=self.data["complete"])
+
+    def _values(self) -> None:
+        """Format 5's values: the mode, each tensor's stats (a row of ``STATS_FIELDS``)."""
+        values = self.data.get("values", "none")
+        if values not in ("none", "stats"):
+            raise FormatError(f"values is {values!r}, not \"none\" or \"stats\"")
+        self.graph.values = values
+        stats = self.graph.stats
+        for row in self.data.get("stats", ()):
+            if type(row) is not list or len(row) != len(STATS_FIELDS):
+                raise FormatError(f"a stats row is {str(row)[:60]}, not [{', '.join(STATS_FIELDS)}]")
+            rid, numel, nan, posinf, neginf, zeros, *moments = row
+            stats[rid] = Stats(numel, nan, posinf, neginf, zeros, *[_unvalue(m, _no_tensor) for m in moments])
 
     def _attribute(self) -> None:
         """Each op's ``origin``, ``grad_of`` and ``param`` (all calls and ops exist by now)."""

@@ -24,8 +24,9 @@ from typing import Any
 from .._collector import Paused
 from .._structure import Built
 from ..graph import Call, Graph, Op, TensorRef
+from ._kept import write_kept
 from ._load import SavedError
-from ._values import FORMAT, VERSION, _key, _record, _value
+from ._values import FORMAT, PLAIN, VERSION, _key, _record, _value
 
 # ---- graph -> JSON ---------------------------------------------------------------------------
 
@@ -144,6 +145,15 @@ def _call_entry(call: Call, call_ix: dict[int, int], t: _Tables) -> dict[str, An
     return entry
 
 
+def _values_entries(graph: Graph) -> dict[str, Any]:
+    """Format 5's optional keys: what the capture kept of values, each tensor's ``Stats`` as a row."""
+    if graph.values == "none" and not graph.stats:
+        return {}
+    return {"values": graph.values,
+            "stats": [[rid, s.numel, s.nan, s.posinf, s.neginf, s.zeros, _value(s.min), _value(s.max), _value(s.mean),
+                       _value(s.norm)] for rid, s in graph.stats.items()]}
+
+
 def to_json(graph: Graph) -> dict[str, Any]:
     """The capture as a JSON-ready dict (see ``docs/format.md``)."""
     import torch
@@ -157,8 +167,9 @@ def to_json(graph: Graph) -> dict[str, Any]:
     call_entries = [_call_entry(call, call_ix, t) for call in calls]
     graph_inputs, graph_outputs = t.ids(graph.inputs), t.ids(graph.outputs)
     error = graph.error
+    values = _values_entries(graph)
     return {
-        "format": FORMAT, "version": VERSION, "dispatchtrace": __version__, "torch": torch.__version__,
+        "format": FORMAT, "version": VERSION if values else PLAIN, "dispatchtrace": __version__, "torch": torch.__version__,
         "complete": graph.complete,
         "error": None if error is None else _error_entry(error),
         "tensors": [[r.id, list(r.shape), r.dtype, r.device, r.storage, r.version,
@@ -172,6 +183,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
         "constants": {name: {"dtype": lit.dtype, "shape": list(lit.shape),
                              "values": None if lit.values is None else [_value(v) for v in lit.values], "why": lit.why}
                       for name, lit in graph.constants.items()},
+        **values,
     }
 
 
@@ -192,9 +204,16 @@ def dumps(graph: Graph) -> str:
 
 def save(graph: Graph, path: str | os.PathLike[str]) -> None:
     """Write ``graph`` to ``path`` as JSON (``g.save("trace.json")``); missing folders are created,
-    as ``g.render`` and ``-o`` do."""
-    text = dumps(graph)
+    as ``g.render`` and ``-o`` do. The values ``capture(keep=...)`` kept go beside it, as safetensors
+    (``trace.values.safetensors``), read back by ``load``."""
+    with Paused():
+        data = to_json(graph)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    kept = write_kept(graph, path)  # kept tensors beside it, as safetensors
+    if kept is not None:
+        data["kept"], data["version"] = kept, VERSION
+    with Paused():
+        text = json.dumps(data, separators=(",", ":"), allow_nan=False, check_circular=False)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
         f.write("\n")

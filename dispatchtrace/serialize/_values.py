@@ -12,16 +12,21 @@ from ..errors import FormatError
 from ..graph import DTensorOp, Group, Literal, Opaque, Source, TensorRef
 
 FORMAT = "dispatchtrace"
-VERSION = 4
-"""The format this dispatchtrace writes: 4 names saved records by a stable tag (``RECORDS``), not a module path;
+VERSION = 5
+"""The format this dispatchtrace writes: 5 may hold values (``values``, ``stats`` rows ``STATS_FIELDS``, a ``kept``
+file of tensors beside the JSON); 4 names saved records by a stable tag (``RECORDS``), not a module path;
 3 writes each op as a row (``OP_FIELDS``) instead of an object;
 2 recorded every phase in ``ops`` (``phase``, ``origin``, ``grad_of``, ``param``)."""
+PLAIN = 4
+"""The version written for a capture without values: every reader of format 4 reads it."""
 OLDEST = 1
 """The oldest format it reads: 1 kept backward ops apart, in ``backward_ops`` (read as a note)."""
 
 
 OP_FIELDS = ("name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view", "producers", "source")
 """The fields of an op's row in format 3, in order; a 12th item, an object, holds the optional ones (``OP_EXTRA``)."""
+STATS_FIELDS = ("tensor", "numel", "nan", "posinf", "neginf", "zeros", "min", "max", "mean", "norm")
+"""A ``stats`` row of format 5: the tensor id, then the fields of ``Stats`` in order."""
 OP_EXTRA = ("phase", "origin", "grad_of", "param", "dtensor")
 """The keys the optional object at the end of an op's row may hold."""
 

@@ -34,6 +34,8 @@ TRAINING_FIELDS = ("forward_flops", "backward_flops", "saved")
 """``Row`` fields of a training step (``Summary.training``); ``rows()`` leaves them out otherwise."""
 
 LIVE_FIELDS = ("trainable", "frozen", "attrs")
+VALUES_FIELDS = ("norm", "nonfinite")
+"""The fields of a capture with ``values="stats"``: the L2 norm of a call's first output, its outputs' NaN and Inf."""
 """``Row`` fields read from the live modules when the summary is made: ``None`` on a loaded capture."""
 
 
@@ -51,7 +53,8 @@ class Row:
     ``forward_flops`` the call's forward ops, ``backward_flops`` the backward and recompute ops that
     belong to it or to a call inside it (``op.origin``, gradient accumulation with its parameter's
     module: ``views/_phases.py``), ``saved`` the bytes autograd saved for backward inside it
-    (``views/_memory.py``); ``None`` otherwise.
+    (``views/_memory.py``); ``None`` otherwise. With ``capture(values="stats")``: ``norm`` the L2 norm of the
+    call's first output, ``nonfinite`` the NaN and Inf elements of its outputs (``None``: no stats).
     """
 
     label: str
@@ -71,6 +74,8 @@ class Row:
     forward_flops: int | None = None
     backward_flops: int | None = None
     saved: int | None = None
+    norm: float | None = None
+    nonfinite: int | None = None
 
 
 def _shape(call: Call) -> str:
@@ -92,11 +97,13 @@ def _known(n: int | None, unit: str = "") -> str:
 class Summary:
     """Rows of a capture's module calls and the capture's totals; ``str()`` is the table."""
 
-    def __init__(self, rows: list[Row], total: Row, *, training: bool = False) -> None:
+    def __init__(self, rows: list[Row], total: Row, *, training: bool = False, values: bool = False) -> None:
         self._rows = rows
         self.total = total
         self.training = training
         """Whether the table has the training columns (``Fwd FLOPs``, ``Bwd FLOPs``, ``Saved``)."""
+        self.values = values
+        """Whether the table has the statistics columns (``Out norm``, ``NaN/Inf``: ``capture(values="stats")``)."""
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -107,20 +114,22 @@ class Summary:
     def rows(self) -> list[dict[str, Any]]:
         """Every row as a plain dict: ``pandas.DataFrame(g.summary().rows())`` (the training fields only on a training step)."""
         rows = [asdict(r) for r in self._rows]
-        if not self.training:
-            for row in rows:
-                for name in TRAINING_FIELDS:
-                    del row[name]
+        drop = (TRAINING_FIELDS if not self.training else ()) + (VALUES_FIELDS if not self.values else ())
+        for row in rows:
+            for name in drop:
+                del row[name]
         return rows
 
     def _cells(self, *, indent: bool = True) -> list[list[str]]:
-        extra = ["Fwd FLOPs", "Bwd FLOPs", "Saved"] if self.training else []
+        extra = (["Fwd FLOPs", "Bwd FLOPs", "Saved"] if self.training else []) + (["Out norm", "NaN/Inf"] if self.values else [])
         out = [["Call", "Type", "Input", "Output", "Params", "Trainable", "Frozen", "FLOPs", "Out bytes", "Written",
                 *extra, "Attributes"]]
         for r in [*self._rows, self.total]:
             name = "  " * r.depth + r.label if indent and r is not self.total else r.label
             attrs = "" if r is self.total else attributes_text(r.attrs)
             more = [human(r.forward_flops, "FLOPs"), human(r.backward_flops, "FLOPs"), human(r.saved, "B")] if self.training else []
+            if self.values:
+                more += ["-" if r.norm is None else f"{r.norm:.4g}", "-" if r.nonfinite is None else str(r.nonfinite)]
             out.append([name, r.type, r.input, r.output, _known(r.params), _known(r.trainable), _known(r.frozen),
                         human(r.flops, "FLOPs"), _known(r.output_bytes, "B"), _known(r.bytes, "B"), *more, attrs])
         return out
@@ -195,14 +204,23 @@ def summary(graph: Graph, depth: Depth = "all", *, phase: PhaseView = "forward")
         more = split.of(_original(view, call)) if split is not None else (None, None, None)
         rows.append(Row(call.label, call.path, call.index, call.type, call.depth, _shape(call),
                         cost.params, cost.flops, cost.output_bytes, cost.bytes if c.sized(call) else None,
-                        _inputs(call.inputs), trainable, frozen, attributes(module), *more))
+                        _inputs(call.inputs), trainable, frozen, attributes(module), *more,
+                        *_values(graph, call.outputs)))
     t = c.total
     trainable, frozen = _total_trainable(view)
     more = split.of(graph.root) if split is not None else (None, None, None)
     written = t.bytes if c.sized(view.root) else None
     total = Row("Total", "", 0, "", -1, "", t.params, t.flops, t.output_bytes, written,
-                _inputs(view.inputs), trainable, frozen, None, *more)
-    return Summary(rows, total, training=training)
+                _inputs(view.inputs), trainable, frozen, None, *more, *_values(graph, view.outputs))
+    return Summary(rows, total, training=training, values=bool(graph.stats))
+
+
+def _values(graph: Graph, outputs: Any) -> tuple[float | None, int | None]:
+    """``(norm, nonfinite)`` of a call's outputs from ``graph.stats`` (``None`` where there are none)."""
+    found = [s for s in (graph.stats.get(r.id) for r in outputs) if s is not None]
+    if not found:
+        return None, None
+    return found[0].norm, sum(s.nonfinite for s in found)
 
 
 def _original(view: Graph, call: Call) -> Call:

@@ -172,6 +172,26 @@ def test_ddp_step_bucket_all_reduces_name_their_parameters(tmp_path):
     assert mismatch(ranks) is None
 
 
+def test_diff_of_two_ddp_ranks_with_different_inputs_names_the_first_op_where_they_part(tmp_path):
+    ranks = run_ranks("ddp_step:stats", 2, tmp_path)  # each rank's batch is its own (_training: + rank)
+    d = dt.diff(ranks[0], ranks[1])
+    assert d.structural == () and d.first is not None and d.first.a.phase == "forward"
+    # first: the BatchNorm buffer the warm-up step updated from each rank's own batch, read by DDP's
+    # broadcast of the buffers from rank 0; then, inside the model, the first layer that reads the batch
+    assert d.first.a.call.label == "DistributedDataParallel" and d.first.a.inputs[0].name == "module.norm.running_mean"
+    inside = [p for cd in d.calls if cd.a.path.startswith("module.") for p in cd.ops if p.departs]
+    first_inside = min(inside, key=lambda p: p.a.index)
+    assert first_inside.a.call.label == "module.block.up" and first_inside.a.phase == "forward"
+    assert any(r.kind == "input" for r in first_inside.a.inputs)
+    updates = [p for cd in d.calls for p in cd.ops if p.a.phase == "optimizer"]
+    assert updates and not any(p.departs for p in updates)  # the gradients were all-reduced: the same step
+    r = subprocess.run([sys.executable, "-m", "dispatchtrace", "diff", str(tmp_path / "trace.rank0.json"),
+                        str(tmp_path / "trace.rank1.json")], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert r.returncode == 1 and "in DistributedDataParallel" in r.stdout
+    assert "it reads module.norm.running_mean (buffer), which differs already" in r.stdout
+
+
 def _numel(g: dt.Graph, name: str) -> int:
     ref = next(r for op in g.ops for r in op.inputs if r.name == name)
     return ref.numel

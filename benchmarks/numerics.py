@@ -1,0 +1,127 @@
+"""Numerics: what ``values="stats"`` costs, and how long ``dt.diff`` of two large captures takes.
+
+Run: .venv/bin/python benchmarks/numerics.py [--repeat 5] [--layers 126] [--skip-resnet]
+
+- ResNet-50 on the CPU, one thread, eval, ``torch.no_grad()``, 1 x 3 x 224 x 224: a plain forward, the
+  stats-free ``dt.capture``, ``dt.capture(values="stats")`` and DebugMode with ``log_tensor_hashes()`` (its
+  default L2-norm hash of every op output), interleaved, medians (``overhead.interleaved``).
+- ``dt.diff`` of two captures of the Llama-style decoder of ``examples/llama_meta.py`` on the CPU at a small
+  width (dim 64, 4 heads, 2 KV heads, hidden 128, 16 tokens) and ``--layers`` deep (160: about 12k ops), with
+  stats, one with one weight perturbed: live, and loaded from saved files; with ``tracemalloc``'s peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import overhead
+import torch
+import torchvision
+from torch.utils._debug_mode import DebugMode
+
+import dispatchtrace as dt
+
+
+def resnet(repeat: int) -> None:
+    torch.manual_seed(0)
+    model, x = torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224)
+
+    def plain() -> None:
+        model(x)
+
+    def capture() -> None:
+        with dt.capture(model):
+            model(x)
+
+    def stats() -> None:
+        with dt.capture(model, values="stats"):
+            model(x)
+
+    def hashes() -> None:
+        with DebugMode() as mode, mode.log_tensor_hashes():
+            model(x)
+
+    with torch.no_grad():
+        times = overhead.interleaved({"plain": plain, "capture": capture, "stats": stats, "hashes": hashes}, repeat)
+    base = times["plain"]
+    print(f"resnet50 cpu, 1 thread, load average {overhead.loadavg()}")
+    for name, label in (("plain", "plain forward"), ("capture", "dt.capture"), ("stats", 'dt.capture(values="stats")'),
+                        ("hashes", "DebugMode + log_tensor_hashes()")):
+        print(f"  {label:<34} {times[name] * 1e3:8.1f} ms  {times[name] / base:5.2f}x")
+
+
+def decoder(layers: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import llama_meta
+
+    torch.manual_seed(0)
+    config = llama_meta.Config(vocab=256, dim=64, layers=layers, heads=4, kv_heads=2, hidden=128, max_seq=16)
+    return llama_meta.Llama(config).eval(), torch.randint(0, 256, (1, 16))
+
+
+def diff(layers: int, repeat: int) -> None:
+    model, x = decoder(layers)
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        middle = f"layers.{layers // 2}."
+        next(p for n, p in other.named_parameters() if n.startswith(middle) and p.dim() == 2)[0, 0] += 1.0
+
+    def run(m: torch.nn.Module) -> dt.Graph:
+        with torch.no_grad(), dt.capture(m, values="stats") as g:
+            m(x)
+        return g
+
+    t0 = time.perf_counter()
+    a = run(model)
+    t_capture = time.perf_counter() - t0
+    b = run(other)
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        d = dt.diff(a, b)
+        times.append(time.perf_counter() - t0)
+    tracemalloc.start()
+    dt.diff(a, b)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    with tempfile.TemporaryDirectory() as tmp:
+        a.save(os.path.join(tmp, "a.json"))
+        b.save(os.path.join(tmp, "b.json"))
+        la, lb = dt.load(os.path.join(tmp, "a.json")), dt.load(os.path.join(tmp, "b.json"))
+    loaded = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        dl = dt.diff(la, lb)
+        loaded.append(time.perf_counter() - t0)
+    assert dl.first is not None and d.first is not None and dl.first.a.index == d.first.a.index  # type: ignore[union-attr]
+    med = sorted(times)[len(times) // 2]
+    med_loaded = sorted(loaded)[len(loaded) // 2]
+    print(f"decoder {layers} layers cpu: {len(a.ops)} ops, {len(a.calls)} calls; capture with stats {t_capture:.2f} s")
+    print(f"  dt.diff live   {med:.3f} s   loaded {med_loaded:.3f} s   peak {peak / 2**20:.1f} MiB "
+          f"({peak / len(a.ops):.0f} bytes per op); first departure {d.first.a.name} in {d.first.a.call.label}")  # type: ignore[union-attr]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--layers", type=int, default=160)
+    parser.add_argument("--skip-resnet", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if not args.skip_resnet:
+        resnet(args.repeat)
+    diff(args.layers, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
