@@ -96,6 +96,21 @@ def test_search_finds_add_and_opens_its_call(browser: object, resnet_html: Path,
     p.close()
 
 
+def test_the_pages_search_finds_what_views_search_finds(browser: object, resnet_html: Path, resnet50: dt.Graph) -> None:
+    """One search rule: the page's results, in order, are ``views.search``'s (exact names first, case-sensitive)."""
+    from dispatchtrace.views import search
+
+    p = Page(browser, resnet_html)
+    for q in ("convolution_3", "relu", "layer1.0.relu#?", "aten.add*", "Bottleneck", "bottleneck", "*.[0-1].conv?",
+              "layer2*", "[", "t"):
+        want = [f"c{resnet50.calls.index(x) + 1}" if isinstance(x, dt.Call) else f"o{x.index}" for x in search(resnet50, q)]
+        assert p.page.evaluate("q => DT.search(DT.app.model, q)", q) == want, q
+    p.page.fill("#search", "convolution_3")
+    p.press("#search", "Enter")
+    assert p.page.locator("#viewport .node.selected").get_attribute("data-key") == f"o{resnet50.find_ops('aten.conv*')[3].index}"
+    p.close()
+
+
 def test_details_show_the_flops_costs_gives(browser: object, resnet_html: Path, resnet50: dt.Graph) -> None:
     p = Page(browser, resnet_html)
     layer = resnet50.find_calls("layer1.0")[0]

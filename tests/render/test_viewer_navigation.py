@@ -62,6 +62,23 @@ def test_upstream_and_downstream_are_the_graphs_ancestors_and_descendants(browse
     p.close()
 
 
+def test_the_one_keydown_handler_zooms_pans_fits_and_leaves_the_search_box_alone(browser: object, resnet_html: Path) -> None:
+    p = Page(browser, resnet_html)
+    t = lambda: p.page.evaluate("[DT.app.view.t.x, DT.app.view.t.y, DT.app.view.t.k]")  # noqa: E731
+    fit = t()
+    p.page.keyboard.press("+")
+    assert t()[2] > fit[2]
+    x = t()[0]
+    p.page.keyboard.press("ArrowLeft")
+    assert t()[0] == x + 60
+    p.page.keyboard.press("0")
+    assert t() == fit
+    p.page.fill("#search", "relu")
+    p.press("#search", "+")  # typed into the box, not a zoom
+    assert t() == fit and p.page.input_value("#search") == "relu+"
+    p.close()
+
+
 def test_breadcrumbs_follow_the_current_call_and_lead_back_up(browser: object, resnet_html: Path) -> None:
     p = Page(browser, resnet_html)
     assert p.page.inner_text("#crumbs") == "<capture> › ResNet"

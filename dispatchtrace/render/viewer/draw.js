@@ -1,4 +1,6 @@
 // draw.js: the SVG picture of what is visible (boxes of open calls, nodes, edges), pan, zoom, colours.
+// reads: DT.HEAD_H
+// defines: DT.CULL DT.SVG_NS DT.View DT.el DT.esc DT.hue DT.num DT.ramp
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -207,16 +209,17 @@ DT.View.prototype.bindPanZoom = function () {
     self.apply();
   });
   window.addEventListener("mouseup", function () { drag = null; svg.classList.remove("dragging"); });
-  window.addEventListener("keydown", function (ev) {
-    if (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
-    var r = svg.getBoundingClientRect(), step = 60;
-    if (ev.key === "+" || ev.key === "=") self.zoomAt(1.25, r.width / 2, r.height / 2);
-    else if (ev.key === "-") self.zoomAt(0.8, r.width / 2, r.height / 2);
-    else if (ev.key === "0") self.fit();
-    else if (ev.key === "ArrowLeft") { self.t.x += step; self.apply(); }
-    else if (ev.key === "ArrowRight") { self.t.x -= step; self.apply(); }
-    else if (ev.key === "ArrowUp") { self.t.y += step; self.apply(); }
-    else if (ev.key === "ArrowDown") { self.t.y -= step; self.apply(); }
-  });
+};
+
+// The keys' moves (main.js's one keydown handler calls these): zoom about the window's centre, pan.
+DT.View.prototype.zoomBy = function (f) {
+  var r = this.svg.getBoundingClientRect();
+  this.zoomAt(f, r.width / 2, r.height / 2);
+};
+
+DT.View.prototype.pan = function (dx, dy) {
+  this.t.x += dx;
+  this.t.y += dy;
+  this.apply();
 };
 

@@ -1,4 +1,6 @@
 // export.js: the current view as a standalone SVG document, and as a PNG drawn from that SVG on a canvas.
+// reads: DT.SVG_NS DT.el
+// defines: DT.EXPORT_CSS DT.png DT.save DT.svgText
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -11,13 +13,13 @@ DT.EXPORT_CSS = [
 ].join("");
 
 // The current view (everything visible, at its own scale) as a standalone SVG document.
-DT.View.prototype.svgText = function () {
-  var root = this.at.c0 || { w: 100, h: 100 };
+DT.svgText = function (view) {
+  var root = view.at.c0 || { w: 100, h: 100 };
   var svg = DT.el("svg", { xmlns: DT.SVG_NS, width: Math.ceil(root.w), height: Math.ceil(root.h),
                            viewBox: "0 0 " + Math.ceil(root.w) + " " + Math.ceil(root.h) });
   DT.el("style", {}, svg).textContent = DT.EXPORT_CSS;
-  svg.appendChild(this.svg.querySelector("defs").cloneNode(true));
-  var g = this.vp.cloneNode(true);
+  svg.appendChild(view.svg.querySelector("defs").cloneNode(true));
+  var g = view.vp.cloneNode(true);
   g.removeAttribute("transform");
   g.removeAttribute("id");
   g.querySelectorAll(".hit").forEach(function (x) { x.remove(); });  // the hover targets draw nothing
@@ -27,8 +29,8 @@ DT.View.prototype.svgText = function () {
 
 // The current view as PNG bytes (a Blob), drawn from svgText() through an image and a canvas: no network.
 // Scaled 2x where it fits, down to the canvas limits of browsers for a very large picture.
-DT.View.prototype.png = function (done) {
-  var root = this.at.c0 || { w: 100, h: 100 }, w = Math.ceil(root.w), h = Math.ceil(root.h);
+DT.png = function (view, done) {
+  var root = view.at.c0 || { w: 100, h: 100 }, w = Math.ceil(root.w), h = Math.ceil(root.h);
   var k = Math.min(2, 16000 / w, 16000 / h, Math.sqrt(1.2e8 / (w * h)));
   var img = new Image();
   img.onload = function () {
@@ -42,7 +44,7 @@ DT.View.prototype.png = function (done) {
     canvas.toBlob(done, "image/png");
   };
   img.onerror = function () { console.error("the view could not be drawn as PNG"); };
-  img.src = "data:image/svg+xml," + encodeURIComponent(this.svgText());
+  img.src = "data:image/svg+xml," + encodeURIComponent(DT.svgText(view));
 };
 
 // Save a Blob as a file named name (a link to the Blob's own URL, clicked; nothing leaves the page).

@@ -1,6 +1,8 @@
 // group.js: lays out one open call over its direct children (closed sub-calls are single boxes, open ones
 // boxes of the size their own layout gave). It runs in the page's Web Worker (made from this very text,
 // see layout.js) and, only where a worker cannot start, on the page itself. No DOM here.
+// reads: dagre
+// defines: DT.HEAD_H DT.NODE_H DT.PAD DT.RANK_LIMIT DT.dagreAt DT.layoutGroup DT.layoutJobs DT.ranks DT.shift
 "use strict";
 var DT = self.DT || (self.DT = {});  // self: the window on the page, the global scope in the worker
 

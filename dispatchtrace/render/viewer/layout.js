@@ -2,6 +2,8 @@
 // (group.js), in a Web Worker made from the page's own script text (a Blob URL: nothing is fetched),
 // and each result is cached until something inside that call opens or closes, so the cost follows
 // what is visible and the page stays responsive while a large call is laid out.
+// reads: DT.HEAD_H DT.NODE_H DT.PAD DT.layoutJobs
+// defines: DT.Layout
 "use strict";
 var DT = window.DT || (window.DT = {});
 

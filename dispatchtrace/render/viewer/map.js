@@ -1,5 +1,7 @@
 // map.js: the mini-map, the whole picture small in a corner with the window's part outlined; it shows
 // when the picture does not fit the window at a readable scale, and a click or drag there moves the view.
+// reads: (nothing)
+// defines: DT.MAP_H DT.MAP_W DT.MiniMap
 "use strict";
 var DT = window.DT || (window.DT = {});
 
