@@ -128,7 +128,9 @@ DT.start = function () {
   on("open-all", function () { app.openAll(); });
   on("fit", function () { view.fit(); });
   on("export", function () { DT.save(new Blob([DT.svgText(view)], { type: "image/svg+xml" }), (m.title || "capture") + ".svg"); });
-  on("export-png", function () { DT.png(view, function (blob) { DT.save(blob, (m.title || "capture") + ".png"); }); });
+  on("export-png", function () {
+    DT.png(view, function (blob, why) { if (blob) DT.save(blob, (m.title || "capture") + ".png"); else traced.textContent = "no PNG: " + why; });
+  });
   document.getElementById("colour").addEventListener("change", function (ev) { view.colour = ev.target.value; app.redraw(); });
   fold.addEventListener("change", function () { m.setFold(fold.checked); layout.cache = {}; app.redraw(); });
   var moves = { ArrowLeft: [60, 0], ArrowRight: [-60, 0], ArrowUp: [0, 60], ArrowDown: [0, -60] };
