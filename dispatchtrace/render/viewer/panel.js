@@ -1,6 +1,6 @@
 // panel.js: the details of the selected item, the breadcrumbs, and search with next/previous.
 // reads: DT.esc DT.num
-// defines: DT.Panel DT.matches DT.patterns DT.search DT.translate
+// defines: DT.Panel DT.count DT.matches DT.patterns DT.search DT.translate
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -10,6 +10,9 @@ DT.Panel = function (model, el, crumbs) {
   this.crumbs = crumbs;
   this.onLink = function () {};
 };
+
+// "1 op", "3 ops".
+DT.count = function (n, word) { return n + " " + word + (n === 1 ? "" : "s"); };
 
 DT.Panel.prototype.link = function (key, text) {
   return '<a data-go="' + key + '">' + DT.esc(text) + "</a>";
@@ -74,7 +77,7 @@ DT.Panel.prototype.show = function (key) {
       ["FLOPs", c.flops === null ? "no formula" : '<span class="flops" data-v="' + c.flops + '">' + c.flops.toLocaleString("en") + "</span> (" + DT.num(c.flops) + ") inclusive, " + DT.num(c.selfFlops) + " in its own ops"],
       ["bytes", DT.num(c.bytes) + " inclusive, " + DT.num(c.selfBytes) + " own"],
       ["called from", c.src ? "<code>" + DT.esc(c.src) + "</code>" : null],
-      ["contains", c.calls.length + " calls, " + c.ops.length + " ops directly"],
+      ["contains", DT.count(c.calls.length, "call") + ", " + DT.count(c.ops.length, "op") + " directly"],
     ]);
   } else {
     html = "<h3>" + (t === "i" ? "input" : "output") + "</h3>" + this.rows([["tensors", DT.esc(t === "i" ? m.inputs[n] : m.outputs.join(", "))]]);
