@@ -115,7 +115,8 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         k = c.call(call)
         parent = -1 if call.parent is None else call_ids[id(call.parent)]
         calls.append([parent, call.path, s(call.type), call.index, call.repeat, k.params, k.self_params, k.flops,
-                      k.self_flops, k.bytes, k.self_bytes, src(call), [ref(r) for r in call.inputs],
+                      k.self_flops, k.bytes, k.self_bytes, src(call),
+                      [ref(r) for r in (graph.inputs if call.parent is None else call.inputs)],
                       [ref(r) for r in (graph.outputs if call.parent is None else call.outputs)],
                       s(call.label), s(call_label(call))])
     ops = []

@@ -81,7 +81,9 @@ DT.View.prototype.build = function (vp, win) {
     var text = self.l.text(key);
     var prefix = kind === "call" && m.hasInside(+key.slice(1)) ? "▸ " : "";
     DT.el("text", { x: 8, y: 14 }, n).textContent = prefix + text[0];
-    DT.el("text", { "class": "sub", x: 8, y: 27 }, n).textContent = text[1];
+    var sub = DT.el("text", { "class": "sub", x: 8, y: 27 }, n);
+    sub.textContent = text[1];
+    if (fills[key]) sub.style.fill = "#222";  // the grey second line is unreadable on the darker fills
     n.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, false); });
   });
   this.edges.forEach(function (e, i) {
@@ -186,10 +188,11 @@ DT.View.prototype.bindTips = function () {
     if (i === null || i === undefined) return;
     var e = self.edges[+i], name = function (k) { return self.l.text(k)[0]; };
     tip.innerHTML = DT.esc(name(e[0]) + " → " + name(e[1])) + (e[2].length ? "<br>" + e[2].map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join("<br>") : "");
-    var r = document.getElementById("stage").getBoundingClientRect();
-    tip.style.left = (ev.clientX - r.left + 12) + "px";
-    tip.style.top = (ev.clientY - r.top + 12) + "px";
-    tip.style.display = "block";
+    var r = document.getElementById("stage").getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+    tip.style.display = "block";  // then placed where it fits: left of the pointer near the stage's right edge, above it near the bottom
+    var w = tip.offsetWidth, h = tip.offsetHeight;
+    tip.style.left = Math.max(0, x + 12 + w > r.width ? x - 12 - w : x + 12) + "px";
+    tip.style.top = Math.max(0, y + 12 + h > r.height ? y - 12 - h : y + 12) + "px";
     ev.target.previousSibling.classList.add("hover");
   });
   this.vp.addEventListener("mouseout", function (ev) {
