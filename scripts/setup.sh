@@ -40,5 +40,5 @@ if ! .venv/bin/python -c "import torch, torchvision" >/dev/null 2>&1; then
 fi
 # -c keeps torch and torchvision where they are: transformers and timm must not move them
 printf 'torch==%s\ntorchvision==%s\n' $(.venv/bin/python -c "import torch, torchvision; print(torch.__version__.split('+')[0], torchvision.__version__.split('+')[0])") > .venv/torch-pins.txt
-.venv/bin/pip install -q --disable-pip-version-check -c .venv/torch-pins.txt -e ".[dev,zoo]" 2>&1 | grep -v "is ignored" || true
+.venv/bin/pip install -q --disable-pip-version-check -c .venv/torch-pins.txt -e ".[dev,zoo,apps]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import dispatchtrace, pytest, transformers, timm, playwright"

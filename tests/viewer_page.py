@@ -11,6 +11,28 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 
+#: in the page: the drawn edges whose drawn path runs through a drawn box that is not one of its ends (nor a
+#: call holding an end), sampled every 2 px along the path; sibling edges (both ends in one open call) apart
+CROSSINGS = """() => {
+  const m = DT.app.model, at = DT.app.view.at, vp = document.getElementById('viewport');
+  const boxes = [...vp.querySelectorAll('.node, .box')].map(n => [n.dataset.key, at[n.dataset.key]]).filter(b => b[1]);
+  const out = {sibling: 0, between: 0, siblings: 0, edges: 0, examples: []};
+  for (const e of vp.querySelectorAll('path.edge')) {
+    const a = e.dataset.src, b = e.dataset.dst, ends = new Set([...m.path(a), ...m.path(b)]);
+    const sib = m.container(a) === m.container(b), bb = e.getBBox(), hit = new Set();
+    const near = boxes.filter(([k, p]) => !ends.has(k) && p.x < bb.x + bb.width && p.x + p.w > bb.x && p.y < bb.y + bb.height && p.y + p.h > bb.y);
+    const L = e.getTotalLength();
+    if (near.length) for (let s = 0; s <= L; s += 2) {
+      const q = e.getPointAtLength(s);
+      for (const [k, p] of near) if (q.x > p.x + 1 && q.x < p.x + p.w - 1 && q.y > p.y + 1 && q.y < p.y + p.h - 1) hit.add(k);
+    }
+    out.edges++;
+    if (sib) out.siblings++;
+    if (hit.size) { if (sib) out.sibling++; else out.between++; if (out.examples.length < 12) out.examples.push([a, b, [...hit]]); }
+  }
+  return out;
+}"""
+
 
 def chromium() -> str | None:
     """Debian's chromium (``scripts/setup.sh`` installs it), or None where there is none."""
@@ -93,6 +115,10 @@ class Page:
     def press(self, selector: str, key: str) -> None:
         self.page.press(selector, key)
         self.idle()
+
+    def crossings(self) -> dict:
+        """``{sibling, between, siblings, edges, examples}``: edges drawn through a box not one of their ends (``CROSSINGS``)."""
+        return self.page.evaluate(CROSSINGS)
 
     def fills(self) -> list[str]:
         return self.page.evaluate("[...document.querySelectorAll('#viewport .node rect')].map(r => getComputedStyle(r).fill)")

@@ -152,7 +152,7 @@ def check_options(args: argparse.Namespace, *, tree: bool, summary: bool = False
         shown = "the summary" if summary else "nothing printed"
         raise CliError(f"{' and '.join(idle)} would change nothing: {shown} and none of {files} uses {them} "
                        "(--at, --ops and --statements shape the tree: add --tree or -o FILE.txt; .json holds the whole "
-                       "capture; .mx.json takes --phase)")
+                       "capture)")
 
 
 def write_output(graph: Graph, path: str | Path, **options: Any) -> Path:

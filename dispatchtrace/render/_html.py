@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..graph import Call, Depth, Graph, Op, PhaseView, TensorRef
 
-#: the payload's layout version: bump when a field changes meaning
-VERSION = 1
+#: the payload's layout version: bump when a field changes meaning (2: calls carry their labels, runs theirs)
+VERSION = 2
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
 SCRIPTS = ("model.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
@@ -86,7 +86,7 @@ def _open_depth(graph: Graph, o: HtmlOptions) -> int:
 
 def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
-    from ..views import collapse, foldable_runs, noise_ops
+    from ..views import call_label, collapse, foldable_runs, noise_ops, run_label
 
     s = _Strings()
     c = graph.costs()
@@ -115,8 +115,10 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         k = c.call(call)
         parent = -1 if call.parent is None else call_ids[id(call.parent)]
         calls.append([parent, call.path, s(call.type), call.index, call.repeat, k.params, k.self_params, k.flops,
-                      k.self_flops, k.bytes, k.self_bytes, src(call), [ref(r) for r in call.inputs],
-                      [ref(r) for r in (graph.outputs if call.parent is None else call.outputs)]])
+                      k.self_flops, k.bytes, k.self_bytes, src(call),
+                      [ref(r) for r in (graph.inputs if call.parent is None else call.inputs)],
+                      [ref(r) for r in (graph.outputs if call.parent is None else call.outputs)],
+                      s(call.label), s(call_label(call))])
     ops = []
     for op in graph.ops:
         k = c.op(op)
@@ -147,6 +149,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         "in": [ref(n.ref) for n in inputs if n.ref is not None],
         "out": [ref(r) for r in graph.outputs],
         "fold": [[call_ids[id(x)] for x in run.calls] for run in runs] if o.fold else [],
+        "fl": [s(run_label(run.calls)) for run in runs] if o.fold else [],
         "noise": [] if o.noise else sorted(op.index for op in noise_ops(graph)),
         "open": _open_depth(graph, o),
     }

@@ -12,13 +12,21 @@ becomes ``,``, and a label two sibling calls share, two unnamed modules of one t
 ``groupNodeAttributes`` gives each box its call's type, FLOPs, bytes and parameters
 (``g.costs()``), and the empty namespace the capture's totals.
 
+Every tensor an op reads that no op made has its own input node, so every op that reads one has its
+edge: the capture's inputs (``input:x``, in the root) and each parameter and buffer (``parameter:fc.bias``,
+``buffer:bn1.running_mean``) in the box of the module that owns it, as Model Explorer's PyTorch
+adapter puts constants. Noise ops (``views.noise``: batch norm's scratch ``empty``) are left out
+unless ``noise=True``, as in the other views. The graph is named after the model, and the phase
+when it is not the forward (``ResNet (backward)``), so that several files open side by side keep
+their names.
+
 >>> import json, torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(3, 4)
 >>> with dt.capture(lin) as g:
 ...     _ = lin(x)
 >>> doc = json.loads(model_explorer(g, ModelExplorerOptions(title="lin")))
->>> doc["label"], [(n["id"], n["namespace"]) for n in doc["graphs"][0]["nodes"]]
-('lin', [('input:input', ''), ('t', 'Linear'), ('addmm', 'Linear'), ('output', '')])
+>>> doc["label"], doc["graphs"][0]["id"], [(n["id"], n["namespace"]) for n in doc["graphs"][0]["nodes"]]
+('lin', 'lin', [('input:input', ''), ('parameter:weight', 'Linear'), ('parameter:bias', 'Linear'), ('t', 'Linear'), ('addmm', 'Linear'), ('output', '')])
 >>> doc["graphs"][0]["groupNodeAttributes"]["Linear"]["flops"]
 '48'
 """
@@ -38,25 +46,28 @@ Json = dict[str, Any]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelExplorerOptions:
-    """What the Model Explorer file takes: ``title``, the collection's label (default: the model's type), and
-    the ``phase`` of a training step it shows (``views/_phases.py``)."""
+    """What the Model Explorer file takes: ``title``, the collection's and the graph's label (default: the
+    model's type), the ``phase`` of a training step it shows (``views/_phases.py``), and ``noise`` ops shown."""
 
     title: str | None = None
     phase: PhaseView = "forward"
+    noise: bool = False
 
 
 def model_explorer(graph: Graph, o: ModelExplorerOptions) -> bytes:
     """The graph collection as compact JSON with a final newline; the same capture gives the same bytes."""
-    from ..views import costs, phase_graph
+    from ..views import costs, noise_ops, phase_graph
 
     graph = phase_graph(graph, o.phase)
     c = costs(graph)
     label = o.title or (graph.calls[0].type if graph.calls else "capture")
     names = _Namespaces()
-    inputs = _InputNodes(graph)
-    nodes = [_op_node(op, names.of(op.call), inputs, c) for op in graph.ops]
+    hidden = frozenset() if o.noise else noise_ops(graph)
+    inputs = _InputNodes(graph, names)
+    nodes = [_op_node(op, names.of(op.call), inputs, c, hidden) for op in graph.ops if op not in hidden]
     output = _output_node(graph, inputs)  # before the input nodes are listed: it may add one
-    body: Json = {"id": "forward", "nodes": [*inputs.nodes, *nodes, output],
+    name = label if o.phase == "forward" else f"{label} ({o.phase})"
+    body: Json = {"id": name, "nodes": [*inputs.nodes, *nodes, output],
                   "groupNodeAttributes": _group_attributes(graph, names, c)}
     return (json.dumps({"label": label, "graphs": [body]}, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
@@ -89,22 +100,43 @@ class _Namespaces:
 
 
 class _InputNodes:
-    """The capture's inputs as input nodes (``input:x``), plus any other input tensor an op reads."""
+    """The capture's inputs as input nodes (``input:x``), plus any other input tensor an op reads; its
+    parameters and buffers (``parameter:fc.bias``) in the box of their module."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, names: _Namespaces) -> None:
         self.nodes: list[Json] = []
         self._ids: dict[int, str] = {}
+        self._names = names
+        self._owners: dict[str, Call] = {}  # module path -> its first call
+        for call in graph.calls:
+            self._owners.setdefault(call.path, call)
         for ref in graph.inputs:
             self.id_of(ref)
 
-    def id_of(self, ref: TensorRef) -> str:
+    def id_of(self, ref: TensorRef, reader: Call | None = None) -> str:
         node_id = self._ids.get(ref.id)
         if node_id is None:
-            node_id = self._ids[ref.id] = f"input:{ref.text}"
-            self.nodes.append({"id": node_id, "label": "input", "namespace": "",
+            owned = ref.kind in ("parameter", "buffer") and ref.name
+            kind = ref.kind if owned else "input"
+            node_id = f"{kind}:{ref.text}"
+            n = 1
+            while node_id in self._ids.values():  # two tensors shown under one name (a parameter and a copy)
+                n += 1
+                node_id = f"{kind}:{ref.text}~{n}"
+            self._ids[ref.id] = node_id
+            self.nodes.append({"id": node_id, "label": ref.text if owned else "input",
+                               "namespace": self._namespace(ref, reader) if owned else "",
                                "attrs": [_kv("name", ref.text), _kv("kind", ref.kind)],
                                "incomingEdges": [], "outputsMetadata": [_metadata(0, ref)]})
         return node_id
+
+    def _namespace(self, ref: TensorRef, reader: Call | None) -> str:
+        """The box of the module owning the parameter: the reading call when it is that module's, else its first call."""
+        owner = (ref.name or "").rpartition(".")[0]
+        if reader is not None and reader.path == owner and reader.parent is not None:
+            return self._names.of(reader)
+        call = self._owners.get(owner)
+        return self._names.of(call) if call is not None else ""
 
 
 def _kv(key: str, value: object) -> Json:
@@ -121,18 +153,20 @@ def _metadata(slot: int, ref: TensorRef, *, dtype: bool = True) -> Json:
     return {"id": str(slot), "attrs": attrs}
 
 
-def _edges(op: Op, inputs: _InputNodes) -> list[Json]:
-    """One edge per producer (``op.producers``: the ops whose data ``op`` read) and per input tensor read."""
+def _edges(op: Op, inputs: _InputNodes, hidden: frozenset[Op] = frozenset()) -> list[Json]:
+    """One edge per producer (``op.producers``: the ops whose data ``op`` read), per input tensor and per
+    parameter or buffer read (a hidden noise op makes no edge)."""
     edges: list[Json] = []
     covered: set[int] = set()
     for i, ref in enumerate(op.inputs):
         if ref.producer is not None and ref.producer in op.producers:
-            edges.append(_edge(ref.producer.name, ref.slot, i))
+            if ref.producer not in hidden:
+                edges.append(_edge(ref.producer.name, ref.slot, i))
             covered.add(id(ref.producer))
-        elif ref.producer is None and ref.kind == "input":
-            edges.append(_edge(inputs.id_of(ref), 0, i))
+        elif ref.producer is None and ref.kind in ("input", "parameter", "buffer"):
+            edges.append(_edge(inputs.id_of(ref, op.call), 0, i))
     for p in op.producers:  # the last writer of a storage the op reads (semantics.md, "Tensors and edges")
-        if id(p) in covered:
+        if id(p) in covered or p in hidden:
             continue
         written = {r.storage for r in (*p.outputs, *p.mutated)}
         i = next((i for i, ref in enumerate(op.inputs) if ref.storage in written), 0)
@@ -145,7 +179,7 @@ def _edge(source: str, output: int, target_input: int) -> Json:
     return {"sourceNodeId": source, "sourceNodeOutputId": str(output), "targetNodeInputId": str(target_input)}
 
 
-def _op_node(op: Op, namespace: str, inputs: _InputNodes, c: Costs) -> Json:
+def _op_node(op: Op, namespace: str, inputs: _InputNodes, c: Costs, hidden: frozenset[Op] = frozenset()) -> Json:
     cost = c.op(op)
     attrs = [_kv("target", op.target), _kv("op", str(op).partition("  # ")[0]), _kv("call", op.call.label)]
     if cost.flops is not None:
@@ -161,7 +195,7 @@ def _op_node(op: Op, namespace: str, inputs: _InputNodes, c: Costs) -> Json:
     if op.source is not None:
         attrs.append(_kv("source", op.source))
     return {"id": op.name, "label": op.short, "namespace": namespace, "attrs": attrs,
-            "incomingEdges": _edges(op, inputs),
+            "incomingEdges": _edges(op, inputs, hidden),
             "inputsMetadata": [_metadata(i, ref, dtype=False) for i, ref in enumerate(op.inputs)],
             "outputsMetadata": [_metadata(j, ref) for j, ref in enumerate(op.outputs)]}
 

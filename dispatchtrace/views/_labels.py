@@ -15,6 +15,11 @@ def call_label(call: Call) -> str:
     return f"{call.label} ({call.type})" if call.path else call.label
 
 
+def run_label(calls: tuple[Call, ...]) -> str:
+    """``layers.0–11 ×12``: a folded run as the viewer's box names it (its type on the line below)."""
+    return f"{range_label(calls)} ×{len(calls)}"
+
+
 def fold_label(calls: tuple[Call, ...]) -> str:
     """``layers.0–11 (TransformerEncoderLayer) ×12``; one call is its ``call_label``."""
     if len(calls) == 1:

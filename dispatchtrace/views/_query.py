@@ -26,6 +26,8 @@ Patterns are shell-style (``fnmatch``: ``*``, ``?``, ``[...]``); ``*`` also matc
 ['add']
 >>> [c.label for c in find_calls(g, type="Linear")]
 ['fc', 'out']
+>>> [x.label if isinstance(x, dt.Call) else x.name for x in search(g, "relu")]  # the viewer's search box: exact names first
+['relu#0', 'relu#1', 'relu', 'relu_1']
 """
 
 from __future__ import annotations
@@ -81,6 +83,43 @@ def find_ops(graph: Graph, target: str = "*", *, path: str | None = None, type: 
                 continue
         out.append(op)
     return out
+
+
+def matches(text: str, query: str) -> bool:
+    """The one search rule, the viewer's search box's too: a query with ``*``, ``?`` or ``[`` is a
+    shell-style pattern over the whole text (``fnmatchcase``), any other query a substring; both
+    case-sensitive, as every pattern of this module is.
+
+    >>> matches("layer1.0.relu#2", "relu"), matches("layer1.0.relu#2", "relu*"), matches("layer1.0.relu#2", "*relu#?")
+    (True, False, True)
+    >>> matches("Bottleneck", "bottleneck")
+    False
+    """
+    return fnmatchcase(text, query) if any(c in query for c in "*?[") else query in text
+
+
+def search(graph: Graph, query: str, *, noise: bool = False) -> list[Call | Op]:
+    """What the viewer's search box finds (``matches`` on each text): calls by label, path or type, then
+    ops by target (``aten.add_.Tensor``, or without its overload ``aten.add_``) or name, each in capture
+    order, and the items with a text equal to the query before the rest (``convolution_3`` first, then
+    ``convolution_30``). Noise ops (``views.noise``) only with ``noise=True``, as the page shows them.
+    """
+    from ._noise import noise_ops
+
+    q = query.strip()
+    if not q:
+        return []
+    hidden = set() if noise else {op.index for op in noise_ops(graph)}
+    found: list[tuple[bool, Call | Op]] = []
+    for call in graph.calls:
+        texts = (call.label, call.path, call.type)
+        if any(matches(t, q) for t in texts):
+            found.append((q not in texts, call))
+    for op in graph.ops:
+        texts = (op.target, op.name, op.target.rsplit(".", 1)[0])
+        if op.index not in hidden and any(matches(t, q) for t in texts):
+            found.append((q not in texts, op))
+    return [x for _, x in sorted(found, key=lambda f: f[0])]  # stable: capture order within each rank
 
 
 def calls_of(graph: Graph, module: nn.Module | str) -> list[Call]:

@@ -25,6 +25,7 @@ from models import coolcnn, traced
 import dispatchtrace as dt
 from dispatchtrace.cli import main
 from dispatchtrace.render import _formats as formats
+from dispatchtrace.views import noise_ops
 
 
 def _strings(value: Any, where: str) -> None:
@@ -126,9 +127,11 @@ def _written(g: dt.Graph, path: Path) -> tuple[dict[str, Any], list[dict[str, An
 
 
 def _op_nodes(g: dt.Graph, graph: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The node of every op the file shows: all but the noise ops (``views.noise``), which it leaves out."""
     by_id = {n["id"]: n for n in graph["nodes"]}
-    assert {op.name for op in g.ops} <= set(by_id)
-    return {op.name: by_id[op.name] for op in g.ops}
+    shown = [op for op in g.ops if op not in noise_ops(g)]
+    assert {op.name for op in shown} <= set(by_id) and not {op.name for op in noise_ops(g)} & set(by_id)
+    return {op.name: by_id[op.name] for op in shown}
 
 
 def test_the_validator_rejects_what_model_explorer_would_not_read() -> None:
@@ -156,8 +159,10 @@ def test_coolcnn_validates_with_every_op_and_edge(tmp_path: Path) -> None:
     assert doc["label"] == "CoolCNN"
     nodes = _op_nodes(g, graph)
     for op in g.ops:
+        if op.name not in nodes:
+            continue
         sources = {e["sourceNodeId"] for e in nodes[op.name]["incomingEdges"]}
-        assert {p.name for p in op.producers} <= sources, op
+        assert {p.name for p in op.producers if p not in noise_ops(g)} <= sources, op
         assert [m["id"] for m in nodes[op.name]["outputsMetadata"]] == [str(i) for i in range(len(op.outputs))]
         shapes = [kv["value"] for m in nodes[op.name]["outputsMetadata"] for kv in m["attrs"] if kv["key"] == "tensor_shape"]
         assert shapes == [f"{r.dtype}[{', '.join(map(str, r.shape))}]" for r in op.outputs]
@@ -216,7 +221,7 @@ def test_a_loaded_capture_writes_the_same_file_and_the_cli_writes_it_too(tmp_pat
     saved = g.render(tmp_path / "cool.json")
     loaded = dt.load(saved)
     _, graph = _written(loaded, tmp_path / "loaded.mx.json")
-    assert len(_op_nodes(loaded, graph)) == len(g.ops)
+    assert len(_op_nodes(loaded, graph)) == len(g.ops) - len(noise_ops(g))
     direct = g.render(tmp_path / "direct.mx.json").read_bytes()
     assert (tmp_path / "loaded.mx.json").read_bytes() == direct
     assert main(["render", str(saved), "-o", str(tmp_path / "cli.mx.json")]) == 0
@@ -250,3 +255,34 @@ def test_in_place_writes_and_returned_inputs_are_edges(tmp_path: Path) -> None:
     assert sources("add_") == [("input:y", "0")] and sources("mul") == [("add_", "0")]
     assert sources("output") == [("input:x", "0"), ("mul", "1"), ("relu", "2")]
     assert {kv["key"]: kv["value"] for kv in by_id["add_"]["attrs"]}["writes"] == "y"
+
+
+def test_parameters_and_buffers_are_input_nodes_in_their_modules_box(tmp_path: Path) -> None:
+    g = traced(torchvision.models.resnet18(weights=None).eval(), torch.randn(1, 3, 64, 64), grad=False)
+    _, graph = _written(g, tmp_path / "r18.mx.json")
+    by_id = {n["id"]: n for n in graph["nodes"]}
+    read = {r.name: r for op in g.ops for r in op.inputs if r.kind in ("parameter", "buffer") and r.producer is None}
+    assert {"fc.weight", "fc.bias", "layer1.0.bn1.running_mean"} <= set(read)
+    for name, ref in read.items():
+        node = by_id[f"{ref.kind}:{name}"]
+        owner = g.find_calls(name.rpartition(".")[0])[0]
+        assert node["namespace"].rsplit("/", 1)[-1] == owner.label and node["label"] == name, node
+    # every op reading one has its edge: fc's t and addmm read fc.weight and fc.bias
+    t, addmm = g.find_calls("fc")[0].ops
+    assert [e["sourceNodeId"] for e in by_id[t.name]["incomingEdges"]] == ["parameter:fc.weight"]
+    assert "parameter:fc.bias" in [e["sourceNodeId"] for e in by_id[addmm.name]["incomingEdges"]]
+    assert graph["id"] == "ResNet"  # named after the model, not "forward"
+
+
+def test_noise_ops_follow_the_noise_rule_and_each_phase_names_its_graph(tmp_path: Path) -> None:
+    m = torchvision.models.resnet18(weights=None)
+    with dt.capture(m) as g:
+        torch.nn.functional.cross_entropy(m(torch.randn(2, 3, 32, 32)), torch.tensor([1, 2])).backward()
+    _, graph = _written(g, tmp_path / "f.mx.json")
+    bn = [n for n in graph["nodes"] if n["namespace"].endswith("/bn1")]
+    assert bn and not any(n["label"] == "aten::empty" for n in bn)  # batch norm's scratch empty is noise
+    shown = json.loads(g.render(tmp_path / "n.mx.json", noise=True).read_text())["graphs"][0]
+    assert any(n["label"] == "aten::empty" for n in shown["nodes"] if n["namespace"].endswith("/bn1"))
+    back = json.loads(g.render(tmp_path / "b.mx.json", phase="backward").read_text())
+    validate(back)
+    assert (graph["id"], back["graphs"][0]["id"]) == ("ResNet", "ResNet (backward)")

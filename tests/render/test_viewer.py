@@ -79,7 +79,7 @@ def test_page_fetches_nothing_and_inlines_all_its_parts(cool: dt.Graph) -> None:
     assert "<title>Cool &lt;CNN&gt; · dispatchtrace</title>" in text
     assert not re.search(r"<\w[^<>]*\s(src|href|srcset|action|poster|data)\s*=", text, re.I)  # no tag loads anything
     assigned = re.findall(r"\.(?:src|href)\s*=\s*([^;]+);", text)  # only the exports' own blob and data URLs
-    assert sorted(assigned) == ['"data:image/svg+xml," + encodeURIComponent(this.svgText())', "URL.createObjectURL(blob)"]
+    assert sorted(assigned) == ['"data:image/svg+xml," + encodeURIComponent(DT.svgText(view))', "URL.createObjectURL(blob)"]
     # the layout worker is made from the page's own script elements, never from a file or URL
     assert re.findall(r"new Worker\(([^)]*)\)", text) == ["url"]
     assert 'URL.createObjectURL(new Blob([code], { type: "text/javascript" }))' in text

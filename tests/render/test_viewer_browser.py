@@ -96,6 +96,21 @@ def test_search_finds_add_and_opens_its_call(browser: object, resnet_html: Path,
     p.close()
 
 
+def test_the_pages_search_finds_what_views_search_finds(browser: object, resnet_html: Path, resnet50: dt.Graph) -> None:
+    """One search rule: the page's results, in order, are ``views.search``'s (exact names first, case-sensitive)."""
+    from dispatchtrace.views import search
+
+    p = Page(browser, resnet_html)
+    for q in ("convolution_3", "relu", "layer1.0.relu#?", "aten.add*", "Bottleneck", "bottleneck", "*.[0-1].conv?",
+              "layer2*", "[", "t"):
+        want = [f"c{resnet50.calls.index(x) + 1}" if isinstance(x, dt.Call) else f"o{x.index}" for x in search(resnet50, q)]
+        assert p.page.evaluate("q => DT.search(DT.app.model, q)", q) == want, q
+    p.page.fill("#search", "convolution_3")
+    p.press("#search", "Enter")
+    assert p.page.locator("#viewport .node.selected").get_attribute("data-key") == f"o{resnet50.find_ops('aten.conv*')[3].index}"
+    p.close()
+
+
 def test_details_show_the_flops_costs_gives(browser: object, resnet_html: Path, resnet50: dt.Graph) -> None:
     p = Page(browser, resnet_html)
     layer = resnet50.find_calls("layer1.0")[0]
@@ -153,4 +168,31 @@ def test_llama_7b_on_meta_opens_and_expands_a_decoder_layer(browser: object, lla
     p.click(p.key("layers.5.attn"))
     assert int(p.page.get_attribute("#details .flops", "data-v") or -1) == llama7b.costs().call(attn).flops
     p.page.screenshot(path=str(shots / "llama7b-layer5-open.png"))
+    p.close()
+
+
+def test_export_draws_the_whole_view_whatever_the_zoom(browser: object, llama7b: dt.Graph, tmp_path: Path) -> None:
+    """Everything open on the decoder (3k items: the page draws only what is near the window), zoomed in:
+    the SVG holds every item and edge of the view, and the PNG, too large for a canvas, is refused with its size."""
+    p = Page(browser, llama7b.render(tmp_path / "llama7b.html"))
+    p.page.evaluate("async () => { DT.app.select('c1'); await DT.app.openAll(); DT.app.view.centre('c1'); DT.app.view.zoomBy(4); }")
+    p.idle()
+    view = p.page.evaluate("(() => { const at = DT.app.view.at, ks = Object.keys(at).filter(k => k !== 'c0');"
+                           " return [ks.filter(k => !at[k].open).length, ks.filter(k => at[k].open).length, DT.app.view.edges.length,"
+                           " document.querySelectorAll('#viewport .node').length, Math.ceil(at.c0.w), Math.ceil(at.c0.h)]; })()")
+    leaves, boxes, edges, drawn, w, h = view
+    assert leaves > 3000 and drawn < leaves / 2  # the page itself holds only the part near the window
+    with p.page.expect_download() as info:
+        p.page.click("#export")
+    saved = tmp_path / info.value.suggested_filename
+    info.value.save_as(saved)
+    root = ET.parse(saved).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    groups = [g.get("class", "").split() for g in root.iter(f"{ns}g")]
+    assert sum("node" in c for c in groups) == leaves and sum("box" in c for c in groups) == boxes
+    assert sum(e.get("class") == "edge" for e in root.iter(f"{ns}path")) == edges
+    assert (int(root.get("width", "0")), int(root.get("height", "0"))) == (w, h)
+    p.page.click("#export-png")
+    assert p.page.inner_text("#traced") == (f"no PNG: the view is {w:,} × {h:,} px, larger than a PNG canvas holds "
+                                            "(16,000 px a side, 120 million px): export SVG, or close some calls")
     p.close()

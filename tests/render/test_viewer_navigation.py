@@ -62,6 +62,23 @@ def test_upstream_and_downstream_are_the_graphs_ancestors_and_descendants(browse
     p.close()
 
 
+def test_the_one_keydown_handler_zooms_pans_fits_and_leaves_the_search_box_alone(browser: object, resnet_html: Path) -> None:
+    p = Page(browser, resnet_html)
+    t = lambda: p.page.evaluate("[DT.app.view.t.x, DT.app.view.t.y, DT.app.view.t.k]")  # noqa: E731
+    fit = t()
+    p.page.keyboard.press("+")
+    assert t()[2] > fit[2]
+    x = t()[0]
+    p.page.keyboard.press("ArrowLeft")
+    assert t()[0] == x + 60
+    p.page.keyboard.press("0")
+    assert t() == fit
+    p.page.fill("#search", "relu")
+    p.press("#search", "+")  # typed into the box, not a zoom
+    assert t() == fit and p.page.input_value("#search") == "relu+"
+    p.close()
+
+
 def test_breadcrumbs_follow_the_current_call_and_lead_back_up(browser: object, resnet_html: Path) -> None:
     p = Page(browser, resnet_html)
     assert p.page.inner_text("#crumbs") == "<capture> › ResNet"
@@ -181,4 +198,27 @@ def test_a_large_picture_draws_what_is_near_the_window_and_the_rest_as_it_moves(
     p.page.evaluate(f"DT.app.view.centre('{last}')")  # move the view: what comes into the window is drawn
     p.page.wait_for_selector(f'#viewport .node[data-key="{last}"]')
     assert len(p.nodes()) < everything / 2
+    p.close()
+
+
+def test_tooltip_fits_the_stage_and_the_minimap_frame_stays_inside_the_map(browser: object, resnet_html: Path,
+                                                                          resnet50: dt.Graph) -> None:
+    p = Page(browser, resnet_html)
+    p.page.evaluate("async () => { DT.app.select('c1'); await DT.app.openAll(); DT.app.view.fit(); }")
+    p.idle()
+    stage = p.page.locator("#stage").bounding_box()
+    canvas = p.page.locator("#map canvas").bounding_box()
+    assert stage is not None and canvas is not None and canvas["width"] >= 60  # a tall picture's map is no sliver
+    p.page.evaluate("DT.app.view.zoomBy(8)")
+    frame = p.page.locator("#map .frame").bounding_box()
+    assert frame is not None and frame["width"] >= 2 and frame["height"] >= 2
+    assert canvas["x"] - 1 <= frame["x"] and frame["x"] + frame["width"] <= canvas["x"] + canvas["width"] + 2
+    # an edge's tooltip near the stage's right edge opens to the left of the pointer, inside the stage
+    p.page.evaluate("DT.app.view.fit()")
+    x, y = stage["x"] + stage["width"] - 5, stage["y"] + 50
+    p.page.dispatch_event("#viewport .hit", "mouseover", {"clientX": x, "clientY": y})
+    tip = p.page.locator("#tip").bounding_box()
+    assert tip is not None and tip["x"] + tip["width"] <= stage["x"] + stage["width"] + 1
+    p.page.evaluate("DT.app.select('c0')")
+    assert resnet50.inputs[0].label in p.page.inner_text("#details")  # the <capture> box shows its inputs
     p.close()

@@ -98,3 +98,17 @@ def test_docs_inspection_examples_run() -> None:
     result = doctest.testfile(str(path), module_relative=False, optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
     assert result.attempted > 15
     assert result.failed == 0
+
+
+def test_search_is_the_viewers_rule_exact_names_first(g: dt.Graph) -> None:
+    from dispatchtrace.views import matches, search
+
+    names = [x.name for x in search(g, "convolution_3")]
+    assert names[0] == "convolution_3" and sorted(names[1:]) == [f"convolution_3{k}" for k in range(10)]
+    bottlenecks = search(g, "Bottleneck")
+    assert len(bottlenecks) == 16 and all(isinstance(c, dt.Call) for c in bottlenecks)
+    assert search(g, "bottleneck") == [] and search(g, "  ") == []  # case-sensitive, as find_calls is
+    # a pattern matches a whole text, as find_ops does: the same ops, plus none a substring would add
+    assert search(g, "aten.add*") == [*g.find_ops("aten.add*")]
+    assert [c.label for c in search(g, "layer1.0.relu#?")] == [c.label for c in g.calls_of("layer1.0.relu")]
+    assert matches("layer1.0.relu#2", "relu") and not matches("layer1.0.relu#2", "relu*")

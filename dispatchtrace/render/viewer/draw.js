@@ -1,4 +1,6 @@
 // draw.js: the SVG picture of what is visible (boxes of open calls, nodes, edges), pan, zoom, colours.
+// reads: DT.HEAD_H DT.PAD
+// defines: DT.CULL DT.SVG_NS DT.View DT.around DT.el DT.esc DT.hue DT.line DT.num DT.onRing DT.ramp DT.ring
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -29,10 +31,11 @@ DT.View = function (model, layout, svg) {
 
 DT.CULL = 1500;  // more items and edges than this: draw only what lies near the window, the rest as the view moves
 
-// Draw what layout.update() placed: {at: positions, edges: [srcKey, dstKey, shapes]}.
+// Draw what layout.update() placed: {at: positions, edges: [srcKey, dstKey, shapes], routes}.
 DT.View.prototype.draw = function (res) {
   this.edges = res.edges;
   this.at = res.at;
+  this.routes = res.routes || {};
   this.keys = Object.keys(res.at);
   this.fill = this.fills(res.at);
   this.paint();
@@ -48,10 +51,17 @@ DT.View.prototype.window = function (margin) {
 
 // Build the SVG elements: every item, or for a large picture the items and edges near the window.
 DT.View.prototype.paint = function () {
-  var m = this.m, self = this, vp = this.vp, at = this.at, fills = this.fill;
-  var win = this.drawn = this.keys.length + this.edges.length > DT.CULL ? this.window(1) : null;
-  function near(x, y, w, h) { return !win || (x < win.x1 && x + w > win.x0 && y < win.y1 && y + h > win.y0); }
+  var vp = this.vp, win = this.drawn = this.keys.length + this.edges.length > DT.CULL ? this.window(1) : null;
   while (vp.firstChild) vp.removeChild(vp.firstChild);
+  this.build(vp, win);
+  this.apply();
+  this.onDraw();
+};
+
+// The picture's elements into group vp: all of it (win null: what export draws), or what lies in win.
+DT.View.prototype.build = function (vp, win) {
+  var m = this.m, self = this, at = this.at, fills = this.fill;
+  function near(x, y, w, h) { return !win || (x < win.x1 && x + w > win.x0 && y < win.y1 && y + h > win.y0); }
   var boxes = DT.el("g", { "class": "boxes" }, vp), lines = DT.el("g", { "class": "edges" }, vp), nodes = DT.el("g", { "class": "nodes" }, vp);
   this.keys.forEach(function (key) {
     var p = at[key];
@@ -71,21 +81,103 @@ DT.View.prototype.paint = function () {
     var text = self.l.text(key);
     var prefix = kind === "call" && m.hasInside(+key.slice(1)) ? "▸ " : "";
     DT.el("text", { x: 8, y: 14 }, n).textContent = prefix + text[0];
-    DT.el("text", { "class": "sub", x: 8, y: 27 }, n).textContent = text[1];
+    var sub = DT.el("text", { "class": "sub", x: 8, y: 27 }, n);
+    sub.textContent = text[1];
+    if (fills[key]) sub.style.fill = "#222";  // the grey second line is unreadable on the darker fills
     n.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, false); });
   });
   this.edges.forEach(function (e, i) {
     var a = at[e[0]], b = at[e[1]];
     if (!a || !b) return;
-    var x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y;
-    if (!near(Math.min(x1, x2), Math.min(y1, y2), Math.abs(x2 - x1) + 1, Math.abs(y2 - y1) + 1)) return;
-    var dy = Math.max(20, Math.abs(y2 - y1) / 2);
-    var d = "M" + x1 + "," + y1 + " C" + x1 + "," + (y1 + dy) + " " + x2 + "," + (y2 - dy) + " " + x2 + "," + y2;
+    var pts = self.route(e[0], e[1]), d;
+    if (pts) {
+      var x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+      pts.forEach(function (q) { x0 = Math.min(x0, q[0]); y0 = Math.min(y0, q[1]); x1 = Math.max(x1, q[0]); y1 = Math.max(y1, q[1]); });
+      if (!near(x0, y0, x1 - x0 + 1, y1 - y0 + 1)) return;
+      d = DT.line(pts);
+    } else {  // no route (a call laid out by ranks): a curve from box to box
+      var ax = a.x + a.w / 2, ay = a.y + a.h, bx = b.x + b.w / 2, by = b.y;
+      if (!near(Math.min(ax, bx), Math.min(ay, by), Math.abs(bx - ax) + 1, Math.abs(by - ay) + 1)) return;
+      var dy = Math.max(20, Math.abs(by - ay) / 2);
+      d = "M" + ax + "," + ay + " C" + ax + "," + (ay + dy) + " " + bx + "," + (by - dy) + " " + bx + "," + by;
+    }
     DT.el("path", { "class": "edge", "data-src": e[0], "data-dst": e[1], d: d, "marker-end": "url(#dt-arrow)" }, lines);
     DT.el("path", { "class": "hit", "data-edge": i, d: d }, lines);  // a wide transparent stroke to hover
   });
-  this.apply();
-  this.onDraw();
+};
+
+// The points an edge between visible items a and b runs through: out of a's open calls by their "$" ports
+// (down to the port, then along the call's margin, where no box is, to where the next route leaves it),
+// along the route between the two siblings of the innermost call holding both ends, then into b's open
+// calls by their "^" ports (along the margin from where the route met the call, to above the port).
+// null where a route is missing.
+DT.View.prototype.route = function (a, b) {
+  var m = this.m, R = this.routes, at = this.at, pa = m.path(a), pb = m.path(b), k = 0, i, pts = [];
+  while (k + 1 < pa.length && k + 1 < pb.length && pa[k + 1] === pb[k + 1]) k++;
+  if (k + 1 >= pa.length || k + 1 >= pb.length) return null;
+  function leg(c, x, y) { return R[c] && R[c][x + ">" + y]; }
+  var legs = [];
+  for (i = pa.length - 2; i > k; i--) legs.push([pa[i], pa[i + 1], "$"]);
+  legs.push([pa[k], pa[k + 1], pb[k + 1]]);
+  for (i = k + 1; i < pb.length - 1; i++) legs.push([pb[i], "^", pb[i + 1]]);
+  for (i = 0; i < legs.length; i++) {
+    var r = leg(legs[i][0], legs[i][1], legs[i][2]);
+    if (!r) return null;
+    if (pts.length) {  // along the margin of the call between this leg and the last
+      var last = pts[pts.length - 1], into = legs[i][1] === "^", box = at[into ? legs[i][0] : legs[i - 1][0]];
+      var ring = DT.ring(box), port = into ? [r[0][0], ring.t] : [last[0], ring.b], side = DT.onRing(ring, into ? last : r[0]);
+      pts = pts.concat(into ? DT.around(ring, side, port) : DT.around(ring, port, side));
+    }
+    pts = pts.concat(r);
+  }
+  return pts;
+};
+
+// The margin of an open call's box where no child lies: a rectangle half a padding inside it, under its title.
+DT.ring = function (box) {
+  return { l: box.x + DT.PAD / 2, r: box.x + box.w - DT.PAD / 2, t: box.y + DT.HEAD_H + DT.PAD / 2, b: box.y + box.h - DT.PAD / 2 };
+};
+
+// The point of the ring nearest to p (a point on the box's border).
+DT.onRing = function (g, p) {
+  var x = Math.max(g.l, Math.min(g.r, p[0])), y = Math.max(g.t, Math.min(g.b, p[1]));
+  var d = [[Math.abs(y - g.t), [x, g.t]], [Math.abs(y - g.b), [x, g.b]], [Math.abs(x - g.l), [g.l, y]], [Math.abs(x - g.r), [g.r, y]]];
+  d.sort(function (u, v) { return u[0] - v[0]; });
+  return d[0][1];
+};
+
+// From s to e along the ring (both on it), the shorter way round, its corners included.
+DT.around = function (g, s, e) {
+  var W = g.r - g.l, H = g.b - g.t, L = 2 * (W + H);
+  var corners = [[g.l, g.t], [g.r, g.t], [g.r, g.b], [g.l, g.b]], at = [0, W, W + H, 2 * W + H];
+  function pos(p) {
+    if (Math.abs(p[1] - g.t) < 0.01) return p[0] - g.l;
+    if (Math.abs(p[0] - g.r) < 0.01) return W + p[1] - g.t;
+    if (Math.abs(p[1] - g.b) < 0.01) return W + H + g.r - p[0];
+    return 2 * W + H + g.b - p[1];
+  }
+  var a = pos(s), b = pos(e), cw = (b - a + L) % L, out = [s];
+  var dir = cw <= L - cw ? 1 : -1, run = dir > 0 ? cw : L - cw;
+  [0, 1, 2, 3].map(function (k) { return [((at[k] - a) * dir + L) % L, k]; })
+    .filter(function (c) { return c[0] > 0 && c[0] < run; })
+    .sort(function (u, v) { return u[0] - v[0]; })
+    .forEach(function (c) { out.push(corners[c[1]]); });
+  out.push(e);
+  return out;
+};
+
+// An SVG path through points: straight segments with their corners rounded (never past a segment's middle).
+DT.line = function (pts) {
+  var d = "M" + pts[0][0] + "," + pts[0][1];
+  for (var i = 1; i < pts.length - 1; i++) {
+    var p = pts[i - 1], q = pts[i], n = pts[i + 1];
+    var l1 = Math.hypot(q[0] - p[0], q[1] - p[1]), l2 = Math.hypot(n[0] - q[0], n[1] - q[1]), r = Math.min(6, l1 / 2, l2 / 2);
+    if (!r) continue;
+    var ax = q[0] + (p[0] - q[0]) * r / l1, ay = q[1] + (p[1] - q[1]) * r / l1, bx = q[0] + (n[0] - q[0]) * r / l2, by = q[1] + (n[1] - q[1]) * r / l2;
+    d += " L" + ax + "," + ay + " Q" + q[0] + "," + q[1] + " " + bx + "," + by;
+  }
+  var z = pts[pts.length - 1];
+  return d + " L" + z[0] + "," + z[1];
 };
 
 // The tooltip of an edge under the pointer: its ends and the tensor shapes it carries.
@@ -96,10 +188,11 @@ DT.View.prototype.bindTips = function () {
     if (i === null || i === undefined) return;
     var e = self.edges[+i], name = function (k) { return self.l.text(k)[0]; };
     tip.innerHTML = DT.esc(name(e[0]) + " → " + name(e[1])) + (e[2].length ? "<br>" + e[2].map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join("<br>") : "");
-    var r = document.getElementById("stage").getBoundingClientRect();
-    tip.style.left = (ev.clientX - r.left + 12) + "px";
-    tip.style.top = (ev.clientY - r.top + 12) + "px";
-    tip.style.display = "block";
+    var r = document.getElementById("stage").getBoundingClientRect(), x = ev.clientX - r.left, y = ev.clientY - r.top;
+    tip.style.display = "block";  // then placed where it fits: left of the pointer near the stage's right edge, above it near the bottom
+    var w = tip.offsetWidth, h = tip.offsetHeight;
+    tip.style.left = Math.max(0, x + 12 + w > r.width ? x - 12 - w : x + 12) + "px";
+    tip.style.top = Math.max(0, y + 12 + h > r.height ? y - 12 - h : y + 12) + "px";
     ev.target.previousSibling.classList.add("hover");
   });
   this.vp.addEventListener("mouseout", function (ev) {
@@ -207,16 +300,17 @@ DT.View.prototype.bindPanZoom = function () {
     self.apply();
   });
   window.addEventListener("mouseup", function () { drag = null; svg.classList.remove("dragging"); });
-  window.addEventListener("keydown", function (ev) {
-    if (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
-    var r = svg.getBoundingClientRect(), step = 60;
-    if (ev.key === "+" || ev.key === "=") self.zoomAt(1.25, r.width / 2, r.height / 2);
-    else if (ev.key === "-") self.zoomAt(0.8, r.width / 2, r.height / 2);
-    else if (ev.key === "0") self.fit();
-    else if (ev.key === "ArrowLeft") { self.t.x += step; self.apply(); }
-    else if (ev.key === "ArrowRight") { self.t.x -= step; self.apply(); }
-    else if (ev.key === "ArrowUp") { self.t.y += step; self.apply(); }
-    else if (ev.key === "ArrowDown") { self.t.y -= step; self.apply(); }
-  });
+};
+
+// The keys' moves (main.js's one keydown handler calls these): zoom about the window's centre, pan.
+DT.View.prototype.zoomBy = function (f) {
+  var r = this.svg.getBoundingClientRect();
+  this.zoomAt(f, r.width / 2, r.height / 2);
+};
+
+DT.View.prototype.pan = function (dx, dy) {
+  this.t.x += dx;
+  this.t.y += dy;
+  this.apply();
 };
 

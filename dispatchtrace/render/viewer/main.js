@@ -1,4 +1,6 @@
 // main.js: read the payload, draw, and wire the controls (the page's only entry point).
+// reads: DT.Layout DT.MiniMap DT.Model DT.Panel DT.View DT.png DT.save DT.search DT.svgText
+// defines: DT.app DT.start
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -118,7 +120,6 @@ DT.start = function () {
     hits.textContent = search.value.trim() ? app.matches.length + " found" : "";
     mark();
   });
-  search.addEventListener("keydown", function (ev) { if (ev.key === "Enter") step(ev.shiftKey ? -1 : 1); });
   on("next", function () { step(1); });
   on("prev", function () { step(-1); });
   on("up", function () { app.highlight("up"); });
@@ -126,13 +127,21 @@ DT.start = function () {
   on("to-depth", function () { app.openTo(+document.getElementById("depth").value || 0); });
   on("open-all", function () { app.openAll(); });
   on("fit", function () { view.fit(); });
-  on("export", function () { DT.save(new Blob([view.svgText()], { type: "image/svg+xml" }), (m.title || "capture") + ".svg"); });
-  on("export-png", function () { view.png(function (blob) { DT.save(blob, (m.title || "capture") + ".png"); }); });
+  on("export", function () { DT.save(new Blob([DT.svgText(view)], { type: "image/svg+xml" }), (m.title || "capture") + ".svg"); });
+  on("export-png", function () {
+    DT.png(view, function (blob, why) { if (blob) DT.save(blob, (m.title || "capture") + ".png"); else traced.textContent = "no PNG: " + why; });
+  });
   document.getElementById("colour").addEventListener("change", function (ev) { view.colour = ev.target.value; app.redraw(); });
   fold.addEventListener("change", function () { m.setFold(fold.checked); layout.cache = {}; app.redraw(); });
-  window.addEventListener("keydown", function (ev) {
+  var moves = { ArrowLeft: [60, 0], ArrowRight: [-60, 0], ArrowUp: [0, 60], ArrowDown: [0, -60] };
+  window.addEventListener("keydown", function (ev) {  // the page's one keydown handler
+    if (ev.target === search) { if (ev.key === "Enter") step(ev.shiftKey ? -1 : 1); return; }
     if (ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    if (ev.key === "u") app.highlight("up");
+    if (ev.key === "+" || ev.key === "=") view.zoomBy(1.25);
+    else if (ev.key === "-") view.zoomBy(0.8);
+    else if (ev.key === "0") view.fit();
+    else if (moves[ev.key]) view.pan(moves[ev.key][0], moves[ev.key][1]);
+    else if (ev.key === "u") app.highlight("up");
     else if (ev.key === "d") app.highlight("down");
     else if (ev.key === "a") app.openAll();
     else if (ev.key === "Escape") { app.trace = null; traced.textContent = ""; mark(); }

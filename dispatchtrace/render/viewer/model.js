@@ -1,6 +1,8 @@
 // model.js: the capture as the page holds it (decoded from the payload) and what is open or folded.
 // Item keys: "c<i>" a call (c0 is the capture itself), "f<i>" a folded run whose first call is i,
 // "o<j>" an op, "i<k>" an input of the capture, "y" its outputs.
+// reads: (nothing)
+// defines: DT.Model
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -12,7 +14,7 @@ DT.Model = function (p) {
     return { id: i, parent: r[0], path: r[1], type: S[r[2]], index: r[3], repeat: r[4], params: r[5],
              selfParams: r[6], flops: r[7], selfFlops: r[8], bytes: r[9], selfBytes: r[10],
              src: r[11] === null ? null : S[r[11]], ins: r[12].map(function (k) { return S[k]; }),
-             outs: r[13].map(function (k) { return S[k]; }), calls: [], ops: [], depth: -1 };
+             outs: r[13].map(function (k) { return S[k]; }), label: S[r[14]], title: S[r[15]], calls: [], ops: [], depth: -1 };
   });
   this.calls.forEach(function (c) {
     if (c.parent >= 0) { var up = this.calls[c.parent]; up.calls.push(c.id); c.depth = up.depth + 1; }
@@ -57,8 +59,10 @@ DT.Model = function (p) {
   this.calls.forEach(function (c) { c.span = c.count > 0 && c.hi - c.lo + 1 === c.count; });
   this.runOf = {};  // first call -> its run (call ids); laterOf: a later repetition -> the run's first call
   this.laterOf = {};
-  p.fold.forEach(function (run) {
+  this.runLabels = {};  // first call -> the run's label (views.run_label)
+  p.fold.forEach(function (run, n) {
     this.runOf[run[0]] = run;
+    this.runLabels[run[0]] = S[p.fl[n]];
     for (var k = 1; k < run.length; k++) this.laterOf[run[k]] = run[0];
   }, this);
   this.foldOn = p.fold.length > 0;
@@ -69,29 +73,11 @@ DT.Model = function (p) {
   this.calls.forEach(function (c) { if (c.id && (depth < 0 ? c.calls.length + c.ops.length : c.depth < depth && c.calls.length)) this.open[c.id] = true; }, this);
 };
 
-// A call's label: its path (or type for the model's own call), with "#k" when its module ran more than once.
-DT.Model.prototype.label = function (c) {
-  if (c.parent < 0) return "<capture>";
-  var name = c.path || c.type;
-  return c.repeat > 1 ? name + "#" + c.index : name;
-};
-
-// The views' call_label: "layer1.0.relu#2 (ReLU)", the model's own call its label alone.
-DT.Model.prototype.callLabel = function (c) {
-  return c.path ? this.label(c) + " (" + c.type + ")" : this.label(c);
-};
-
-DT.Model.prototype.runLabel = function (run) {
-  var a = this.calls[run[0]], b = this.calls[run[run.length - 1]];
-  var text;
-  if (a.path === b.path) text = (a.path || a.type) + "#" + a.index + "–" + b.index;
-  else {
-    var ha = a.path.lastIndexOf("."), hb = b.path.lastIndexOf(".");
-    var pa = a.path.slice(0, ha), pb = b.path.slice(0, hb), xa = a.path.slice(ha + 1), xb = b.path.slice(hb + 1);
-    text = pa === pb && /^\d+$/.test(xa) && /^\d+$/.test(xb) ? (pa ? pa + "." : "") + xa + "–" + xb : a.path + "…" + b.path;
-  }
-  return text + " ×" + run.length;
-};
+// The labels Python wrote (never recomputed here): Call.label ("layer1.0.relu#2"), the views' call_label
+// ("layer1.0.relu#2 (ReLU)"), and a folded run's views.run_label ("layer1.1–2 ×2").
+DT.Model.prototype.label = function (c) { return c.label; };
+DT.Model.prototype.callLabel = function (c) { return c.title; };
+DT.Model.prototype.runLabel = function (run) { return this.runLabels[run[0]]; };
 
 // Whether call i stands inside a folded run: returns the run's first call, else -1.
 DT.Model.prototype.folded = function (i) {

@@ -1,4 +1,6 @@
 // panel.js: the details of the selected item, the breadcrumbs, and search with next/previous.
+// reads: DT.esc DT.num
+// defines: DT.Panel DT.count DT.matches DT.patterns DT.search DT.translate
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -8,6 +10,9 @@ DT.Panel = function (model, el, crumbs) {
   this.crumbs = crumbs;
   this.onLink = function () {};
 };
+
+// "1 op", "3 ops".
+DT.count = function (n, word) { return n + " " + word + (n === 1 ? "" : "s"); };
 
 DT.Panel.prototype.link = function (key, text) {
   return '<a data-go="' + key + '">' + DT.esc(text) + "</a>";
@@ -72,7 +77,7 @@ DT.Panel.prototype.show = function (key) {
       ["FLOPs", c.flops === null ? "no formula" : '<span class="flops" data-v="' + c.flops + '">' + c.flops.toLocaleString("en") + "</span> (" + DT.num(c.flops) + ") inclusive, " + DT.num(c.selfFlops) + " in its own ops"],
       ["bytes", DT.num(c.bytes) + " inclusive, " + DT.num(c.selfBytes) + " own"],
       ["called from", c.src ? "<code>" + DT.esc(c.src) + "</code>" : null],
-      ["contains", c.calls.length + " calls, " + c.ops.length + " ops directly"],
+      ["contains", DT.count(c.calls.length, "call") + ", " + DT.count(c.ops.length, "op") + " directly"],
     ]);
   } else {
     html = "<h3>" + (t === "i" ? "input" : "output") + "</h3>" + this.rows([["tensors", DT.esc(t === "i" ? m.inputs[n] : m.outputs.join(", "))]]);
@@ -98,21 +103,49 @@ DT.Panel.prototype.trail = function (key) {
 };
 
 // ---- search -----------------------------------------------------------------------------------
-// Matches of a query, in capture order: calls by label, path or type, ops by target or name.
-// "*" and "?" are wildcards (a pattern then matches the whole text); otherwise a substring, any case.
+// The one search rule, Python's views.matches: a query with *, ? or [ is a shell-style pattern over the
+// whole text (fnmatch.fnmatchcase, translated below), any other query a substring; both case-sensitive.
+DT.matches = function (text, q) {
+  if (!/[*?[]/.test(q)) return text.indexOf(q) >= 0;
+  var re = DT.patterns[q] || (DT.patterns[q] = new RegExp("^" + DT.translate(q) + "$"));
+  return re.test(text);
+};
+DT.patterns = {};
+
+// fnmatch.translate: * any text, ? one character, [seq] / [!seq] a set, a [ with no closing ] itself.
+DT.translate = function (q) {
+  var out = "", i = 0, n = q.length;
+  while (i < n) {
+    var c = q[i++];
+    if (c === "*") { if (out.slice(-7) !== "[\\s\\S]*") out += "[\\s\\S]*"; }
+    else if (c === "?") out += "[\\s\\S]";
+    else if (c === "[") {
+      var j = i;
+      if (j < n && q[j] === "!") j++;
+      if (j < n && q[j] === "]") j++;
+      while (j < n && q[j] !== "]") j++;
+      if (j >= n) { out += "\\["; continue; }
+      var set = q.slice(i, j).replace(/\\/g, "\\\\");
+      i = j + 1;
+      if (!set) out += "(?!)";
+      else if (set === "!") out += "[\\s\\S]";
+      else out += "[" + (set[0] === "!" ? "^" + set.slice(1) : set[0] === "^" ? "\\" + set : set) + "]";
+    } else out += c.replace(/[.+^${}()|\\\]\/-]/g, "\\$&");
+  }
+  return out;
+};
+
+// Python's views.search: calls by label, path or type, then ops by target (also without its overload)
+// or name, in capture order, those with a text equal to the query first. Noise ops hidden stay unfound.
 DT.search = function (m, q) {
   q = q.trim();
   if (!q) return [];
-  var test;
-  if (/[*?]/.test(q)) {
-    var re = new RegExp("^" + q.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".") + "$", "i");
-    test = function (s) { return re.test(s); };
-  } else {
-    var low = q.toLowerCase();
-    test = function (s) { return s.toLowerCase().indexOf(low) >= 0; };
+  var exact = [], rest = [];
+  function add(key, texts) {
+    if (!texts.some(function (s) { return DT.matches(s, q); })) return;
+    (texts.indexOf(q) >= 0 ? exact : rest).push(key);
   }
-  var out = [];
-  m.calls.forEach(function (c) { if (c.id && (test(m.label(c)) || test(c.path) || test(c.type))) out.push("c" + c.id); });
-  m.ops.forEach(function (o) { if (!o.noise && (test(o.target) || test(o.name) || test(o.target.replace(/\.[^.]*$/, "")))) out.push("o" + o.id); });
-  return out;
+  m.calls.forEach(function (c) { if (c.id) add("c" + c.id, [m.label(c), c.path, c.type]); });
+  m.ops.forEach(function (o) { if (!o.noise) add("o" + o.id, [o.target, o.name, o.target.replace(/\.[^.]*$/, "")]); });
+  return exact.concat(rest);
 };
