@@ -16,7 +16,7 @@ from .._torch import graph_task_id
 from ..graph import Graph
 from ._dtensor import RUNNING, dtensor_type, faking
 from ._keep import KEEP_BYTES, Keep
-from ._literals import LIMIT
+from ._literals import CONSTANTS_LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
 from ._scope import Scope
@@ -143,7 +143,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     ['Linear']
     """
 
-    def __init__(self, model: Any = None, *, source: bool = True, constants: int = LIMIT, saved: bool = True,
+    def __init__(self, model: Any = None, *, source: bool = True, constants: int = CONSTANTS_LIMIT, saved: bool = True,
                  values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
         if values not in VALUES:
             raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "

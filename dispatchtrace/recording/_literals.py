@@ -7,7 +7,7 @@ import torch
 from .._torch import disable_current_modes, has_values
 from ..graph import Literal
 
-LIMIT = 4096
+CONSTANTS_LIMIT = 4096
 """Default byte limit per tensor for ``capture(constants=...)``."""
 
 LIFTS = frozenset({"aten.lift_fresh.default", "aten.lift_fresh_copy.default", "aten.lift.default"})
@@ -17,9 +17,9 @@ LIFTS = frozenset({"aten.lift_fresh.default", "aten.lift_fresh_copy.default", "a
 def literal_of(t: torch.Tensor, limit: int) -> Literal:
     """What ``capture`` keeps of the constant ``t``: its values when it has them and is at most ``limit`` bytes.
 
-    >>> literal_of(torch.tensor([[1.0, 2.0]]), LIMIT)
+    >>> literal_of(torch.tensor([[1.0, 2.0]]), CONSTANTS_LIMIT)
     Literal(dtype='float32', shape=(1, 2), values=(1.0, 2.0), why=None)
-    >>> literal_of(torch.zeros(2000), LIMIT).why
+    >>> literal_of(torch.zeros(2000), CONSTANTS_LIMIT).why
     'it is 8000 bytes, over the capture limit of 4096 (dt.capture(model, constants=8000) keeps it)'
     """
     dtype, shape = str(t.dtype).removeprefix("torch."), tuple(int(s) for s in t.shape)

@@ -29,7 +29,7 @@ from ._collectives import recorded_object, with_groups
 from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
 from ._keep import KEEP_BYTES, Keep, Keeper
-from ._literals import LIMIT, literal_of
+from ._literals import CONSTANTS_LIMIT, literal_of
 from ._names import Names
 from ._params import add_params
 from ._source import Site, SourceTable, user_site
@@ -49,7 +49,7 @@ class Recorder(CallEvents):
     """Owns the graph being built, the call stack and tensor identity for one capture block (the module-call
     events are ``CallEvents``', this class records the ops)."""
 
-    def __init__(self, model: Any, *, source: bool = True, constants: int = LIMIT, values: str = "none",
+    def __init__(self, model: Any, *, source: bool = True, constants: int = CONSTANTS_LIMIT, values: str = "none",
                  keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
         self._limit = constants
         self.builder = GraphBuilder()

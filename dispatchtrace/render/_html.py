@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..graph import Call, Depth, Graph, Op, PhaseView, TensorRef
 
 #: the payload's layout version: bump when a field changes meaning (2: calls carry their labels, runs theirs)
-VERSION = 2
+PAYLOAD_VERSION = 2
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
 SCRIPTS = ("model.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
@@ -140,7 +140,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         edges += [a, b, ref(e.tensors[0]) if e.tensors else -1]
     runs = foldable_runs(graph, lambda _: True)
     return {
-        "v": VERSION,
+        "v": PAYLOAD_VERSION,
         "title": o.title or _title(graph),
         "s": s.items,
         "c": calls,

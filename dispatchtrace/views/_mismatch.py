@@ -43,7 +43,7 @@ class Side:
 
 
 @dataclass(frozen=True, slots=True)
-class Mismatch:
+class CollectiveMismatch:
     """Where the ranks' collectives first differ: the group, the position on it (0-based), what differs."""
 
     group: Group
@@ -100,10 +100,10 @@ def sequences(ranks: Mapping[int, Graph]) -> list[tuple[Group, dict[int, list[Co
             for key, group in groups.items()]
 
 
-def mismatch(ranks: Mapping[int, Graph]) -> Mismatch | None:
+def mismatch(ranks: Mapping[int, Graph]) -> CollectiveMismatch | None:
     """The first collective where the captures of ``ranks`` (``{rank: graph}``) disagree, or
     ``None`` when every group's member ranks issued the same collectives in the same order."""
-    best: tuple[int, Mismatch] | None = None
+    best: tuple[int, CollectiveMismatch] | None = None
     for group, seqs in sequences(ranks):
         if len(seqs) < 2:
             continue
@@ -115,7 +115,7 @@ def mismatch(ranks: Mapping[int, Graph]) -> Mismatch | None:
             ref_rank = next(iter(at))
             other = next(r for r in at if keys[r] != keys[ref_rank])
             order = min((c.op.index for c in at.values() if c is not None), default=0)
-            found = Mismatch(group, i, _difference(at[ref_rank], at[other]),
+            found = CollectiveMismatch(group, i, _difference(at[ref_rank], at[other]),
                              tuple(Side(r, c) for r, c in sorted(at.items())))
             if best is None or order < best[0]:
                 best = (order, found)

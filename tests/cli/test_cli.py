@@ -252,7 +252,7 @@ def test_an_option_one_output_does_not_use_gets_a_note(tmp_path, capsys):
     ("argv", "idle"),
     [
         (["--depth", "2", "-o", "t.json"], "--depth"),
-        (["--ops", "--noise", "-o", "t.json", "-o", "t.mx.json"], "--ops and --noise"),
+        (["--ops", "--statements", "-o", "t.json", "-o", "t.mx.json"], "--ops and --statements"),
         (["--statements", "-o", "t.html"], "--statements"),
         (["--at", "max_pool#1", "--summary"], "--at"),
     ],

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import dispatchtrace as dt
-from dispatchtrace.render._html import VERSION
+from dispatchtrace.render._html import PAYLOAD_VERSION
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import zoo  # noqa: E402
@@ -58,7 +58,7 @@ def test_zoo_model_writes_a_viewer_page_with_its_whole_capture(spec: zoo.Spec, t
     ids = [key for key, _ in parser.scripts]
     assert ids == ["dt-data", "dt-dagre", "dt-group", None]
     p = json.loads(parser.scripts[0][1])
-    assert p["v"] == VERSION and len(p["o"]) == len(g.ops) and len(p["c"]) == len(g.calls) + 1
+    assert p["v"] == PAYLOAD_VERSION and len(p["o"]) == len(g.ops) and len(p["c"]) == len(g.calls) + 1
     assert [row[1] for row in p["o"]] == [op.name for op in g.ops]
     assert [row[1] for row in p["c"][1:]] == [c.path for c in g.calls]
     cg = g.collapse("ops")
