@@ -223,7 +223,13 @@ def _build(obj: Any, spec: str) -> nn.Module:
 
 
 def _torchvision(name: str) -> nn.Module:
-    import torchvision
+    try:
+        import torchvision
+    except Exception as error:  # noqa: BLE001 - not installed, or built for another torch
+        raise CliError(f"{name!r} names a torchvision model, and torchvision does not import here "
+                       f"({type(error).__name__}: {error}); install the torchvision release built for "
+                       f"torch {torch.__version__.split('+')[0]}, or give MODEL as package.module:factory "
+                       f"or path/to/file.py:Name") from None
 
     names = torchvision.models.list_models()
     if name not in names:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from vision import needs_torchvision
 
 from dispatchtrace import cli
 from dispatchtrace.cli._errors import CliError
@@ -114,6 +115,7 @@ def test_writes_svg_and_txt(tmp_path):
     assert r.stdout.splitlines() == [f"wrote {svg}", f"wrote {txt}"]
 
 
+@needs_torchvision
 def test_bad_model_name_is_one_line():
     one_line_error(sh("resnet5"), "unknown model 'resnet5'", "resnet50")
 
@@ -212,6 +214,7 @@ def test_tree_at_a_call(capsys):
 
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
+@needs_torchvision
 def test_a_float_dtype_casts_the_model_too(device, capsys):
     assert cli.main(["resnet18", "--dtype", "bfloat16", "--device", device, "--input", "1x3x64x64", "--depth", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -220,6 +223,7 @@ def test_a_float_dtype_casts_the_model_too(device, capsys):
     assert "replay ok" in capsys.readouterr().out
 
 
+@needs_torchvision
 def test_an_integer_dtype_is_for_the_inputs_only(netfile, capsys):
     m = load_model("coolcnn", dtype=torch.int64)
     assert {p.dtype for p in m.parameters()} == {torch.float32}
@@ -246,6 +250,7 @@ def test_an_option_a_format_does_not_use_gets_a_note(tmp_path, capsys):
     assert (tmp_path / "a.txt").read_text().startswith("max_pool#1 (MaxPool2d)")
 
 
+@needs_torchvision
 def test_meta_device_runs_without_data(capsys):
     assert cli.main(["resnet18", "--device", "meta", "--depth", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -286,6 +291,7 @@ def test_output_help_lists_the_registry(capsys):
 
 # ---- the reusable API ----------------------------------------------------------------------------
 
+@needs_torchvision
 def test_load_model_forms(netfile):
     assert type(load_model("resnet18")).__name__ == "ResNet"
     assert type(load_model("CoolCNN")).__name__ == "CoolCNN"
@@ -321,6 +327,7 @@ def test_parse_helpers():
 
 # ---- demo ------------------------------------------------------------------------------------------
 
+@needs_torchvision
 def test_demo_writes_diagrams_and_trees(tmp_path, capsys):
     out = tmp_path / "demo"
     assert cli.main(["demo", str(out)]) == 0
@@ -372,6 +379,7 @@ def doc_examples() -> list[tuple[str, list[str]]]:
     return examples
 
 
+@needs_torchvision
 def test_the_docs_show_real_outputs(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # where `-o trace.json` lands, for the render examples after it
     examples = doc_examples()
@@ -388,6 +396,7 @@ def test_the_docs_show_real_outputs(tmp_path, monkeypatch, capsys):
         assert printed == shown, command
 
 
+@needs_torchvision
 def test_the_help_examples_run(tmp_path, monkeypatch, capsys):
     from dispatchtrace.cli import _render as render
     from dispatchtrace.cli import _trace as trace

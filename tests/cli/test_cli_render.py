@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torchvision
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-import torchvision
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.graph import Graph

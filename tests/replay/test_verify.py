@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.replay._verify import VerifyReport
@@ -358,7 +358,7 @@ def test_without_another_run_the_capture_is_compared_with_its_own_output() -> No
 
 
 def test_multiscale_roialign_fills_its_scales_on_every_run_and_verifies() -> None:
-    from torchvision.ops import MultiScaleRoIAlign
+    MultiScaleRoIAlign = torchvision.ops.MultiScaleRoIAlign
 
     torch.manual_seed(0)
     m = MultiScaleRoIAlign(["feat1", "feat3"], 3, 2)

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from models import coolcnn, traced
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.views._tree import TreeNode

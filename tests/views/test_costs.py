@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from models import example
 from torch.utils.flop_counter import FlopCounterMode
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.graph import itemsize

@@ -6,8 +6,8 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-import torchvision
 from torch.utils.flop_counter import FlopCounterMode
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace import cli

@@ -7,8 +7,8 @@ import gc
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
 from golden_text import golden
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
 from golden_text import GOLDEN, golden
 from models import coolcnn as seed_coolcnn
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
