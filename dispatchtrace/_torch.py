@@ -69,6 +69,16 @@ def top_saved_hooks() -> Any:
     return _top_saved(False) if _top_saved is not None else None
 
 
+CUDA_GRAPH = ("a module was called while a CUDA graph was being captured (torch.cuda.graph): its ops are "
+              "recorded as they were captured, and graph.replay() runs no op a capture can see")
+"""The note of a capture in which a top-level call ran inside ``torch.cuda.graph``."""
+
+
+def cuda_graph_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a CUDA graph (``False`` before CUDA is initialized)."""
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
 def has_values(t: torch.Tensor) -> bool:
     """False for meta and fake tensors (``FakeTensorMode``): they have shapes, dtypes and strides, no data."""
     from torch._subclasses.fake_tensor import is_fake

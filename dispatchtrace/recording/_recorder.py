@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .._structure import leaves, map_leaves, template, tensor_leaves, tensors_in
-from .._torch import has_values
+from .._torch import CUDA_GRAPH, cuda_graph_capturing, has_values
 from ..graph import SCHEMAS as _schemas
 from ..graph import Call, Graph, GraphBuilder, Kind, Op, Phase, TensorRef, schema_of, shares_storage
 from ._collectives import recorded_object, with_groups
@@ -119,6 +119,8 @@ class Recorder:
             refs = [ref_of(t) for _, t in named]
             positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
+            if cuda_graph_capturing():  # checked once per top-level call
+                self.builder.add_note(CUDA_GRAPH)
             call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
             self.builder.set_call_inputs(call, refs)
             self.builder.set_call_arguments(call, positional, {})
