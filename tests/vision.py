@@ -23,6 +23,8 @@ except Exception as error:  # noqa: BLE001 - ImportError, or torchvision's own c
         """Skips the test (or, used at import, the module) that reaches for any of torchvision's names."""
 
         def __getattr__(self, name: str) -> Any:
+            if name.startswith(("_", "pytest")):  # pytest looking at a module's names while it collects
+                raise AttributeError(name)
             pytest.skip(_WHY, allow_module_level=True)
 
     torchvision = _Missing()  # type: ignore[assignment]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from vision import torchvision
+from vision import needs_torchvision, torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.replay._verify import VerifyReport
@@ -179,6 +179,7 @@ def test_verify_needs_a_module() -> None:
         dt.verify(torch.relu, torch.ones(2))  # type: ignore[arg-type]
 
 
+@needs_torchvision
 def test_the_verify_command_prints_the_report(capsys: pytest.CaptureFixture[str]) -> None:
     from dispatchtrace.cli import main
 
@@ -210,6 +211,7 @@ def test_the_verify_command_fails_with_the_first_differing_op(tmp_path, capsys: 
     assert "module path: (the model)" in out
 
 
+@needs_torchvision
 def test_the_verify_command_reports_a_bad_input_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from dispatchtrace.cli import main
 

@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from models import needs_node_hook
 from torch.utils.flop_counter import FlopCounterMode
 from vision import torchvision
 
@@ -164,6 +165,7 @@ def test_cli_train_phase_backward_and_summary(capsys, tmp_path):
     assert "Bwd FLOPs" in capsys.readouterr().out
 
 
+@needs_node_hook
 def test_recompute_ops_go_under_the_call_they_recompute_and_an_inputs_gradient_to_the_root():
     from torch.utils.checkpoint import checkpoint
 
