@@ -32,7 +32,7 @@ if [ "$have" != "$VERSION" ]; then
 fi
 # the test tools, pinned beside this torch (-c): nothing they pull may move torch
 pins="$VENV/torch-pins.txt"
-"$VENV/bin/python" -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > "$pins"
+"$VENV/bin/python" -W ignore -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > "$pins" 2>/dev/null
 if [ -n "$TV" ]; then echo "torchvision==$TV" >> "$pins"; fi
 if ! "$VENV/bin/python" -c "import pytest, graphviz, numpy" >/dev/null 2>&1; then
   "${lift[@]}" "$VENV/bin/pip" install -q --disable-pip-version-check -c "$pins" "pytest>=7" "graphviz>=0.20" numpy 2>&1 \

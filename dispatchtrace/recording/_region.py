@@ -20,12 +20,13 @@ that makes a dimension wrap), the answer is the interval's.
 >>> a, b, c = (region(p) for p in z.unsafe_split(16, 1))   # an RNN cell's gate chunks
 >>> (a[0], a[1]), (b[0], b[1]), meets(a, b), meets(a, region(z[1])), meets(c, region(z[:, 40]))
 ((0, 256), (64, 320), False, True, True)
->>> covers(region(z), b), covers(b, region(z)), subtract(region(z[:, :32]), b) == [a]
+>>> covers(region(z), b), covers(b, region(z)), subtract(region(z[:, :32]), b) == (a,)
 (True, False, True)
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 Dims = tuple[tuple[int, int], ...]
@@ -144,6 +145,7 @@ def _contiguous(r: Region) -> bool:
     return dims is not None and len(dims) <= 1
 
 
+@lru_cache(maxsize=4096)  # the same pairs come back at every step of a loop (offsets repeat, storages differ)
 def meets(a: Region, b: Region) -> bool:
     """Whether the two regions share a byte (``True`` where only their intervals can say, and they meet)."""
     if not (a[0] < b[1] and b[0] < a[1]):
@@ -157,6 +159,7 @@ def meets(a: Region, b: Region) -> bool:
     return all(max(x0, y0) < min(x1, y1) for (x0, x1), (y0, y1) in zip(ba, bb, strict=True))
 
 
+@lru_cache(maxsize=4096)
 def covers(outer: Region, inner: Region) -> bool:
     """Whether every byte of ``inner`` is a byte of ``outer`` (``False`` where that is not known)."""
     if outer[2] is None or not (outer[0] <= inner[0] and inner[1] <= outer[1]):
@@ -170,22 +173,23 @@ def covers(outer: Region, inner: Region) -> bool:
     return all(y0 <= x0 and x1 <= y1 for (x0, x1), (y0, y1) in zip(bi, bo, strict=True))
 
 
-def subtract(a: Region, b: Region) -> list[Region]:
-    """The bytes of ``a`` that are not bytes of ``b``, as regions (``[a]`` where that is not known)."""
+@lru_cache(maxsize=4096)
+def subtract(a: Region, b: Region) -> tuple[Region, ...]:
+    """The bytes of ``a`` that are not bytes of ``b``, as regions (``(a,)`` where that is not known)."""
     if not meets(a, b):
-        return [a]
+        return (a,)
     if b[2] is None:
-        return [a]
+        return (a,)
     if _contiguous(a) and _contiguous(b):
         out: list[Region] = []
         if a[0] < b[0]:
             out.append((a[0], b[0], ((int(b[0] - a[0]), 1),)))
         if b[1] < a[1]:
             out.append((int(b[1]), a[1], ((int(a[1] - b[1]), 1),)))
-        return out
+        return tuple(out)
     boxes = _boxes(a, b)
     if boxes is None:
-        return [a]
+        return (a,)
     ba, bb, chain = boxes
     pieces: list[Region] = []
     cur = list(ba)
@@ -195,4 +199,4 @@ def subtract(a: Region, b: Region) -> list[Region]:
         if y1 < x1:
             pieces.append(_region([*cur[:k], (y1, x1), *cur[k + 1:]], chain))
         cur[k] = (max(x0, y0), min(x1, y1))
-    return pieces
+    return tuple(pieces)
