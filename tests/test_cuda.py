@@ -70,16 +70,12 @@ def test_a_transformer_on_cuda_has_the_cpu_captures_calls_ops_and_edges() -> Non
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
     model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
-    with torch.backends.mha.flags(enabled=False) if hasattr(torch.backends, "mha") else _nothing():
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # the encoder's ATen ops on both devices, not one fused op
+    try:
         _equal_on_both(model, torch.randn(2, 10, 64))
-
-
-class _nothing:  # noqa: N801
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
 
 
 class Attention(nn.Module):
@@ -201,6 +197,8 @@ def test_saved_activations_match_what_the_caching_allocator_holds_for_backward()
     model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1),
                           nn.Sigmoid(), nn.Flatten(), nn.Linear(16 * 32 * 32, 10)).cuda()
     x = torch.randn(8, 3, 32, 32, device="cuda")
+    model(x).sum().backward()  # warm-up: cuDNN and cuBLAS workspaces are taken now, not in the measured block
+    model.zero_grad(set_to_none=False)
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -208,18 +206,13 @@ def test_saved_activations_match_what_the_caching_allocator_holds_for_backward()
         out = model(x)
     torch.cuda.synchronize()
     held = torch.cuda.memory_allocated() - before  # what the forward left: saved activations and the output
-    assert torch.cuda.max_memory_allocated() >= torch.cuda.memory_allocated()
+    peak = torch.cuda.max_memory_allocated() - before
     memory = g.memory()
-    retained = memory.call(g.root).retained
-    block = 512  # the caching allocator rounds every block up to 512 bytes
-
-    def rounded(n: int) -> int:
-        return -(-n // block) * block
-
-    saved = sum(rounded(s.bytes) for s in g.saved if s.bytes and s.storage is not None
-                and any(r.storage == s.storage and r.kind == "activation" for op in g.ops for r in op.outputs))
-    assert saved > 0 and retained > 0
-    assert abs((saved + rounded(out.numel() * out.element_size())) - held) <= 4 * block, (saved, retained, held)
+    retained = memory.call(g.root).retained  # activations live past the block: saved ones and the output
+    assert g.saved and memory.call(g.calls[0]).saved > 0 and out is not None
+    slack = 512 * (len(g.saved) + 2)  # the caching allocator rounds every block up to 512 bytes
+    assert abs(held - retained) <= slack, (held, retained, slack)
+    assert peak + slack >= memory.peak - memory.baseline >= held - slack, (peak, memory.peak, memory.baseline, held)
 
 
 def test_values_stats_on_cuda() -> None:
