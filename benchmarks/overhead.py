@@ -1,6 +1,7 @@
 """Capture overhead: the empty-mode floor, FlopCounterMode, DebugMode and dispatchtrace side by side.
 
 Run: .venv/bin/python benchmarks/overhead.py [--repeat 11] [--decoder 8 32 64 126] [--rows resnet50:meta ...]
+(``--rows resnet50:cuda``: a GPU row, each run synchronized; ``scripts/gpu-check.sh`` runs those.)
 
 One process, torch.set_num_threads(1), eval mode under torch.no_grad(), medians; ratios are taken
 within this run. Variants run interleaved (plain -> empty mode -> FlopCounterMode -> DebugMode ->
@@ -110,6 +111,8 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeat: int,
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             t0 = time.perf_counter()
             fn()
+            if torch.cuda.is_initialized():  # a cuda row: the kernels, not only their launches
+                torch.cuda.synchronize()
             times[k].append(time.perf_counter() - t0)
             minor[k].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
     if faults is not None:

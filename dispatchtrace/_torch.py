@@ -1,15 +1,21 @@
 """The one module that wraps torch's private calls: every use of ``torch._C`` and of torch's private
-Python helpers the package makes at capture time goes through a name defined here.
+Python helpers the package makes at capture time goes through a name defined here, and every newer
+torch API is found here by feature detection (never by comparing version strings), so that
+``import dispatchtrace`` works on every torch from the floor in pyproject.toml up.
 
 >>> graph_task_id()  # outside autograd's backward
 -1
 >>> running_node() is None, fake_mode_running()
 (True, False)
+>>> NODE_CREATION_HOOK in (True, False)
+True
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -43,14 +49,44 @@ def fake_mode_running() -> bool:
     return torch._C._get_dispatch_mode(_FAKE) is not None
 
 
+_node_creation_hook: Any = getattr(torch.autograd.graph, "node_creation_hook", None)
+NODE_CREATION_HOOK = _node_creation_hook is not None
+"""Whether this torch announces each autograd node it makes (``torch.autograd.graph.node_creation_hook``,
+torch 2.14 and newer): what training-step attribution (``origin``, ``grad_of``) and ``g.saved`` stand on."""
+
+NO_NODE_CREATION_HOOK = (f"torch {torch.__version__.split('+')[0]} has no torch.autograd.graph.node_creation_hook "
+                         "(torch 2.14+): backward ops carry no forward call (origin, grad_of are None) and g.saved is empty")
+"""The note of a capture whose backward ops could not be attributed (one line, in ``g.notes``)."""
+
+
+def node_creation_hook(fn: Callable[[Any], None]) -> AbstractContextManager[Any] | None:
+    """``torch.autograd.graph.node_creation_hook(fn)`` (not entered), or ``None`` on a torch without it."""
+    return _node_creation_hook(fn) if _node_creation_hook is not None else None
+
+
+_hooks_disabled_message: Any = getattr(torch._C._autograd, "_saved_tensors_hooks_get_disabled_error_message", None)
+_top_saved: Any = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
 def saved_hooks_disabled() -> bool:
     """Whether saved-tensor hooks are disabled here (inside ``torch.func.grad`` and the other transforms)."""
-    return torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is not None
+    return _hooks_disabled_message is not None and _hooks_disabled_message() is not None
 
 
 def top_saved_hooks() -> Any:
-    """The saved-tensor hooks in place now (an enclosing capture's, ``save_on_cpu``), or ``None``."""
-    return torch._C._autograd._top_saved_tensors_default_hooks(False)
+    """The saved-tensor hooks in place now (an enclosing capture's, ``save_on_cpu``), or ``None``
+    (also on a torch that cannot say)."""
+    return _top_saved(False) if _top_saved is not None else None
+
+
+CUDA_GRAPH = ("a module was called while a CUDA graph was being captured (torch.cuda.graph): its ops are "
+              "recorded as they were captured, and graph.replay() runs no op a capture can see")
+"""The note of a capture in which a top-level call ran inside ``torch.cuda.graph``."""
+
+
+def cuda_graph_capturing() -> bool:
+    """Whether the current CUDA stream is capturing a CUDA graph (``False`` before CUDA is initialized)."""
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
 def has_values(t: torch.Tensor) -> bool:

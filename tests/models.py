@@ -10,10 +10,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
+from dispatchtrace._torch import NODE_CREATION_HOOK
 from dispatchtrace.models import CoolCNN  # the first seed's model, verbatim
 
 __all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "resnet50", "traced"]
@@ -48,7 +50,7 @@ def coolcnn() -> dt.Graph:
 
 def resnet50() -> dt.Graph:
     """A capture of torchvision's ResNet-50 (weights=None, eval, no_grad) on one seeded 224x224 image."""
-    import torchvision
+    from vision import torchvision
 
     torch.manual_seed(0)
     return traced(torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224), grad=False)
@@ -67,3 +69,11 @@ def example(name: str) -> Iterator[ModuleType]:
         yield module
     finally:
         del sys.modules[name]
+
+
+needs_node_hook = pytest.mark.skipif(
+    not NODE_CREATION_HOOK,
+    reason="needs torch.autograd.graph.node_creation_hook (torch 2.14+): training-step attribution "
+           "(origin, grad_of, recomputed calls) and g.saved stand on it",
+)
+"""For a test of what a torch before 2.14 cannot do (``docs/compatibility.md``)."""

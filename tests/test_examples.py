@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vision import needs_torchvision
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -26,6 +28,7 @@ def test_coolcnn_prints_branches_and_writes_a_diagram(tmp_path):
     assert "</svg>" in (tmp_path / "cool.svg").read_text()
 
 
+@needs_torchvision
 def test_resnet_calls_prints_all_49_relu_calls_in_order(tmp_path):
     lines = run("resnet_calls.py", cwd=tmp_path).splitlines()
     assert lines[0] == "named_modules() has 17 ReLU modules; the forward pass made 49 ReLU calls:"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from models import needs_node_hook
 from test_tutorial import blocks, printed
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -14,6 +15,7 @@ def _blocks(kind: str) -> list[str]:
     return [text for k, text in blocks(README) if k == kind]
 
 
+@needs_node_hook
 def test_readme_python_blocks_run_and_print_what_the_readme_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn as nn
+from models import needs_node_hook
 from torch.utils.checkpoint import checkpoint
 
 import dispatchtrace as dt
@@ -172,6 +173,7 @@ class CK(nn.Module):
 
 
 @pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+@needs_node_hook
 def test_checkpoint_recomputation_in_backward_is_kept_out_of_the_calls(reentrant: bool) -> None:
     m, x = CK(reentrant), torch.randn(2, 4, requires_grad=True)
     with dt.capture(m) as g:

@@ -2,11 +2,13 @@
 
 from pathlib import Path
 
+from models import needs_node_hook
 from test_tutorial import blocks, printed, shown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "training.md"
 
 
+@needs_node_hook
 def test_training_doc_blocks_print_what_it_shows(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     found = blocks(DOC)

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from models import needs_node_hook
 
 TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
 ELIDED = re.compile(r"^[│├└─ ]*\.\.\.$")  # a line that stands for lines left out: "..." or "│   └── ..."
@@ -52,6 +53,7 @@ def value_comments(code: str) -> list[tuple[int, str]]:
     return out
 
 
+@needs_node_hook
 def test_tutorial_python_blocks_run_and_print_what_it_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}

@@ -17,6 +17,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+pytest.importorskip("torchvision", reason="the model zoo is torchvision's models (no torchvision imports beside this torch)")
 import zoo  # noqa: E402  (zoo_libraries imports it by this name)
 
 # (model, device) pairs the model itself cannot run on, with the reason the plain forward gives
@@ -78,7 +79,7 @@ def test_the_detection_model_replays_its_list_of_dicts() -> None:
 
 
 def test_the_zoo_lists_every_torchvision_classification_model_and_the_extras() -> None:
-    import torchvision
+    from vision import torchvision
 
     names = [s.name for s in SPECS]
     assert set(torchvision.models.list_models(module=torchvision.models)) <= set(names)

@@ -183,10 +183,21 @@ def names(catalogue: Catalogue = "torchvision") -> list[str]:
     if catalogue == "builtin":
         return sorted(BUILTIN)
     if catalogue == "torchvision":
-        import torchvision
-
-        return list(torchvision.models.list_models())
+        return list(_torchvision(catalogue).models.list_models())
     raise ModelError(f"unknown catalogue {catalogue!r}: use torchvision, hf, timm or builtin")
+
+
+def _torchvision(name: str) -> Any:
+    """``torchvision``, or a ``ModelError`` saying what to do when it does not import (not installed, or built
+    for another torch: PyPI's torchvision beside a CPU build of torch 2.13)."""
+    try:
+        import torchvision
+    except Exception as error:  # noqa: BLE001 - not installed, or built for another torch
+        raise ModelError(f"{name!r} names a torchvision model, and torchvision does not import here "
+                         f"({type(error).__name__}: {error}); install the torchvision release built for "
+                         f"torch {torch.__version__.split('+')[0]}, or give MODEL as package.module:factory "
+                         f"or path/to/file.py:Name") from None
+    return torchvision
 
 
 def parse_config(items: Iterable[str]) -> dict[str, Any]:
@@ -224,8 +235,7 @@ def _entry(spec: str, config: Mapping[str, Any], task: Task | None, seq: int | N
     if spec.lower() in BUILTIN:
         _only(spec, config=config)
         return _Plain(BUILTIN[spec.lower()], spec)
-    import torchvision
-
+    torchvision = _torchvision(spec)
     if spec not in torchvision.models.list_models():
         raise ModelError(f"unknown model {spec!r}; {_did_you_mean(spec)}MODEL is {FORMS}")
     kwargs = dict(config)

@@ -10,11 +10,9 @@ The capture tags each node as the forward builds it (``torch.autograd.graph.node
 >>> seen = []
 >>> def look(grad):
 ...     seen.append(type(running_node()).__name__)
->>> def tag(node):
-...     node.metadata["tag"] = type(node).__name__
->>> with torch.autograd.graph.node_creation_hook(tag):
-...     y = (w * 3).sum()
->>> y.grad_fn.metadata["tag"], running_node() is None
+>>> y = (w * 3).sum()
+>>> y.grad_fn.metadata["tag"] = type(y.grad_fn).__name__  # what the capture's node creation hook does (torch 2.14+)
+>>> tag(y.grad_fn, "tag"), running_node() is None
 ('SumBackward0', True)
 >>> _ = w.register_hook(look)  # a leaf's hooks run in its AccumulateGrad node
 >>> y.backward()

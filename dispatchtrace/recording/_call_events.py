@@ -11,7 +11,7 @@ import torch.nn as nn
 from torch.utils.hooks import RemovableHandle
 
 from .._structure import leaves, template, tensors_in
-from .._torch import pytree_node
+from .._torch import CUDA_GRAPH, cuda_graph_capturing, pytree_node
 from ..graph import Call, TensorRef
 from ._scope import Hidden, hidden_note
 from ._source import user_site
@@ -78,6 +78,8 @@ class CallEvents:
             refs = [ref_of(t) for _, t in named]
             positional = [(n, template(a, ref_of)) for n, a in zip(names, args, strict=True)]
             self._pending.clear()
+            if cuda_graph_capturing():  # checked once per top-level call
+                self.builder.add_note(CUDA_GRAPH)
             call = self.builder.add_call(parent, self.names.path(module), type(module).__name__, index, module=module)
             self.builder.set_call_inputs(call, refs)
             self.builder.set_call_arguments(call, positional, {})

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.hooks import RemovableHandle
 
 from .._collector import Paused
-from .._torch import graph_task_id
+from .._torch import NODE_CREATION_HOOK, graph_task_id
 from ..graph import Graph
 from ._dtensor import RUNNING, dtensor_type, faking
 from ._keep import KEEP_BYTES, Keep
@@ -176,7 +176,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
             mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end))
             phases.open()
             keywords = self._watch_keywords(recorder)
-            if self._saved and not saved.open():
+            if self._saved and not saved.open() and NODE_CREATION_HOOK:  # else noted at the first backward op
                 recorder.builder.add_note(_NOT_SAVED)
             mode.__enter__()
         except BaseException:

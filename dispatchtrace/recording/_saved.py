@@ -15,17 +15,23 @@ op on a view made its ``CopySlices``), and ``torch._C._autograd``'s
 ``_top_saved_tensors_default_hooks`` (hooks already set, to pass on to) and
 ``_saved_tensors_hooks_get_disabled_error_message`` (where hooks may not be set).
 
+On a torch without the node creation hook (before 2.14) which saved tensor is an output of its
+node cannot be known, and a hook handing outputs back as they are would leak every step's
+activations: ``open`` sets no hooks there, and ``g.saved`` is empty (the capture's note at its first
+backward op, ``_torch.NO_NODE_CREATION_HOOK``, says so).
+
 >>> import torch
 >>> from dispatchtrace.graph import Graph
 >>> g = Graph()
+>>> from dispatchtrace._torch import NODE_CREATION_HOOK
 >>> hooks = SavedHooks([g.root], lambda key: 0)
->>> hooks.open()
+>>> hooks.open() == NODE_CREATION_HOOK
 True
 >>> x = torch.ones(3, requires_grad=True)
 >>> y = x.sigmoid()                      # sigmoid saves its result
 >>> hooks.close()
->>> [(s.storage, s.bytes, s.call.label) for s in hooks.records()]
-[(0, 12, '<capture>')]
+>>> [(s.storage, s.bytes, s.call.label) for s in hooks.records()] == ([(0, 12, '<capture>')] if NODE_CREATION_HOOK else [])
+True
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._torch import graph_task_id, saved_hooks_disabled, top_saved_hooks
+from .._torch import NODE_CREATION_HOOK, graph_task_id, node_creation_hook, saved_hooks_disabled, top_saved_hooks
 from ..graph import Saved
 
 if TYPE_CHECKING:
@@ -74,18 +80,19 @@ class SavedHooks:
         self._seen: dict[int, tuple[int, int | None, Call]] = {}
         self._hooks: torch.autograd.graph.saved_tensors_hooks | None = None
         self._outer: tuple[Callable[[torch.Tensor], Any], Callable[[Any], torch.Tensor]] | None = None
-        self._made: torch.autograd.graph.node_creation_hook | None = None
+        self._made: Any = None  # the entered torch.autograd.graph.node_creation_hook
         # thread -> what was saved there since autograd last announced a node (see ``_Packed``)
         self._pending: dict[int, list[_Packed]] = {}
 
     def open(self) -> bool:
         """Push the hooks (``close`` pops them); ``False`` where saved-tensor hooks are disabled
-        (inside ``torch.func.grad``), and nothing is recorded."""
-        if saved_hooks_disabled():
+        (inside ``torch.func.grad``) or this torch cannot announce nodes (before 2.14), and nothing is recorded."""
+        if not NODE_CREATION_HOOK or saved_hooks_disabled():
             return False
         # hooks already in place (an enclosing capture, save_on_cpu) keep working: ours pass on to them
         self._outer = top_saved_hooks()
-        made = torch.autograd.graph.node_creation_hook(self._resolve)
+        made = node_creation_hook(self._resolve)
+        assert made is not None
         made.__enter__()
         self._made = made
         try:

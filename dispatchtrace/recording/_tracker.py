@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..graph import Kind, TensorRef
+from ._region import Region, covers, meets, region, subtract
 
 if TYPE_CHECKING:
     from ..graph import Op
@@ -17,11 +18,8 @@ Tensor = torch.Tensor
 Parameter = torch.nn.Parameter
 
 
-Write = tuple[int, float, int, bool, "Op"]
-"""``(lo, hi, version, exact, op)``: ``op`` wrote bytes ``[lo, hi)`` of a storage, making ``version``;
-``exact`` when it wrote every byte of the range (a contiguous tensor), else the range only bounds them."""
-
-_WHOLE = (0, float("inf"), False)
+Write = tuple[Region, int, "Op"]
+"""``(region, version, op)``: ``op`` wrote the bytes ``region`` covers of a storage (``_region``), making ``version``."""
 
 
 class StorageState:
@@ -34,8 +32,8 @@ class StorageState:
     nothing: a C++ weak ref (``UntypedStorage._weak_ref``) would keep each dead storage's record
     allocated until the block ends, among the tensors' memory (on CPU, thousands of page faults per
     ResNet-50 capture in some processes). ``writes`` are the writes that may still be the last write
-    of some byte, oldest first: a write whose range a later exact write covers is dropped (an empty
-    tuple until the first write: most storages are never written in place).
+    of some byte, oldest first: a write whose bytes a later write covers is dropped (an empty tuple
+    until the first write: most storages are never written in place).
     """
 
     __slots__ = ("sid", "obj", "key", "version", "writes")
@@ -50,7 +48,7 @@ class StorageState:
     @property
     def writer(self) -> Op | None:
         """The op that wrote this storage last, if any."""
-        return self.writes[-1][4] if self.writes else None
+        return self.writes[-1][2] if self.writes else None
 
 
 def _key(t: Tensor) -> int | None:
@@ -58,36 +56,6 @@ def _key(t: Tensor) -> int | None:
         return int(t.untyped_storage()._cdata)
     except Exception:  # noqa: BLE001 - no storage
         return None
-
-
-def span(t: Tensor) -> tuple[int, float, bool]:
-    """The bytes of its storage ``t`` covers: ``(lo, hi, exact)``, exact for a contiguous tensor, else
-    ``[storage offset, last byte it can touch]`` (a strided view may skip bytes inside); the whole
-    storage when sizes are symbolic or the layout has no storage offset.
-
-    >>> z = torch.zeros(2, 3)
-    >>> span(z), span(z[1]), span(z[:, 1]), span(z[:0])
-    ((0, 24, True), (12, 24, True), (4, 20, False), (0, 0, True))
-    """
-    try:
-        n = t.numel()
-        if type(n) is not int:
-            return _WHOLE
-        if n == 0:
-            return 0, 0, True
-        item = t.element_size()
-        lo = t.storage_offset()
-        if type(lo) is not int:
-            return _WHOLE
-        lo *= item
-        if t.is_contiguous():
-            return lo, lo + n * item, True
-        last = 0
-        for size, stride in zip(t.shape, t.stride(), strict=True):
-            last += (size - 1) * stride
-        return lo, lo + (last + 1) * item, False
-    except (RuntimeError, NotImplementedError, TypeError):  # sparse, nested: no strides or offset
-        return _WHOLE
 
 
 class TensorState(weakref.ref):  # type: ignore[type-arg]
@@ -295,7 +263,7 @@ class Tracker:
 
     def write(self, t: Tensor, op: Op) -> StorageState:
         """``op`` wrote ``t`` (called after it ran): a new version of ``t``'s storage, with the bytes
-        ``t`` covers (``span``) written by ``op``. When ``t`` now views another storage (``aten.set_``),
+        ``t`` covers (``_region.region``) written by ``op``. When ``t`` now views another storage (``aten.set_``),
         ``t`` moves to that storage, which gets a new version with no byte written."""
         s = self.known(t)
         storage = s.storage
@@ -310,12 +278,12 @@ class Tracker:
                 s.born = storage.version
                 return storage
         storage.version += 1
-        lo, hi, exact = span(t)
-        if hi > lo:
+        r = region(t)
+        if r[1] > r[0]:
             writes = storage.writes
-            if exact and writes:
-                writes = [w for w in writes if not (lo <= w[0] and w[1] <= hi)]
-            storage.writes = [*writes, (lo, hi, storage.version, exact, op)]
+            if writes:
+                writes = [w for w in writes if not covers(r, w[0])]
+            storage.writes = [*writes, (r, storage.version, op)]
         return storage
 
     @staticmethod
@@ -325,21 +293,25 @@ class Tracker:
         result of a view op reading ``t`` (a tensor or a list), which reads only the bytes it covers."""
         born = s.born
         writes = s.storage.writes
-        if not writes or writes[-1][2] <= born:
+        if not writes or writes[-1][1] <= born:
             return []
         key = s.storage.key
         views = [v for v in (view if isinstance(view, (list, tuple)) else (view,))
                  if isinstance(v, Tensor) and key is not None and _key(v) == key]
-        spans = [span(v) for v in views] if views else [span(t)]
-        left: list[tuple[float, float]] = [(lo, hi) for lo, hi, _ in spans if hi > lo]
+        left: list[Region] = [r for r in (map(region, views) if views else (region(t),)) if r[1] > r[0]]
         out: list[Op] = []
-        for wlo, whi, version, exact, op in reversed(writes):
+        for w, version, op in reversed(writes):
             if version <= born or not left:
                 break
-            if not any(wlo < b and a < whi for a, b in left):
-                continue
-            if op not in out:
+            rest: list[Region] = []
+            hit = False
+            for r in left:
+                if meets(r, w):  # these bytes' last writer is found: older writes of them are not read
+                    hit = True
+                    rest += subtract(r, w)
+                else:
+                    rest.append(r)
+            if hit and op not in out:
                 out.append(op)
-            if exact:  # these bytes' last writer is found: older writes of them are not read
-                left = [p for a, b in left for p in ((a, min(b, wlo)), (max(a, whi), b)) if p[1] > p[0]]
+            left = rest
         return out

@@ -13,6 +13,10 @@ on the forward op that produced it), and this layer says when it ran and what it
   ``recompute`` with ``origin`` the forward call it recomputes, and the call is no new call;
 - inside ``torch.optim``'s ``step`` (global step pre/post hooks) ops are phase ``optimizer``.
 
+On a torch without the node creation hook (before 2.14, ``_torch.NODE_CREATION_HOOK``) the phases
+are the same, but no node is tagged: backward and recomputed ops carry no ``origin`` nor ``grad_of``
+(``param`` still comes from the ``AccumulateGrad`` node), and ``g.notes`` says so once.
+
 >>> import torch, dispatchtrace as dt
 >>> lin = torch.nn.Linear(3, 1)
 >>> opt = torch.optim.SGD(lin.parameters(), lr=0.1)
@@ -21,8 +25,11 @@ on the forward op that produced it), and this layer says when it ran and what it
 ...     opt.step()
 >>> sorted({op.phase for op in g.ops})
 ['backward', 'forward', 'optimizer']
->>> [(op.name, op.origin.label, op.grad_of.name) for op in g.ops if op.target == "aten.mm.default"]
-[('mm', 'Linear', 'addmm')]
+>>> from dispatchtrace._torch import NODE_CREATION_HOOK
+>>> mm = [(op.name, op.origin and op.origin.label, op.grad_of and op.grad_of.name)
+...       for op in g.ops if op.target == "aten.mm.default"]
+>>> mm == ([('mm', 'Linear', 'addmm')] if NODE_CREATION_HOOK else [('mm', None, None)])
+True
 >>> sorted(op.param for op in g.ops if op.param)
 ['bias', 'weight']
 """
@@ -39,7 +46,7 @@ import torch.nn as nn
 from torch.autograd.graph import Node
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from .._torch import graph_task_id, running_node
+from .._torch import NO_NODE_CREATION_HOOK, NODE_CREATION_HOOK, graph_task_id, node_creation_hook, running_node
 from ..graph import Call, GraphBuilder, Op, Phase
 from ._autograd import accumulated, is_python_function, tag
 from ._recorder import Recorder
@@ -75,6 +82,7 @@ class Phases:
         self._indexed = 0
         self._tagging: Any = None
         self._handles: list[Any] = []
+        self._untagged = not NODE_CREATION_HOOK  # noted once, at the first backward op
 
     # ---- install / remove --------------------------------------------------------------------
     def open(self) -> None:
@@ -83,9 +91,10 @@ class Phases:
         try:
             self._handles += [register_optimizer_step_pre_hook(self._step_pre),
                               register_optimizer_step_post_hook(self._step_post)]
-            tagging = torch.autograd.graph.node_creation_hook(self._created)
-            tagging.__enter__()
-            self._tagging = tagging
+            tagging = node_creation_hook(self._created)
+            if tagging is not None:
+                tagging.__enter__()
+                self._tagging = tagging
         except BaseException:
             self.close()
             raise
@@ -127,6 +136,9 @@ class Phases:
     def backward_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
         """Record an op autograd's engine ran (``OpMode`` calls this while a backward runs)."""
         node = running_node()
+        if self._untagged:
+            self._untagged = False
+            self.recorder.builder.add_note(NO_NODE_CREATION_HOOK)
         phase: Phase = "backward"
         origin: Call | None = None
         grad_of: Op | None = None
@@ -163,6 +175,8 @@ class Phases:
         if graph_task_id() == -1:
             return False
         node = running_node()
+        if not NODE_CREATION_HOOK:  # no node is tagged: any backward's recomputation is taken for ours
+            return node is not None
         return node is not None and tag(node, self.key) is not None
 
     def recompute_enter(self, module: nn.Module, args: tuple[Any, ...]) -> None:
@@ -182,7 +196,7 @@ class Phases:
         the call being recomputed around it; at the top, the call of ``module`` that holds the op of
         the running node (or the last such call below that op's call, or the module's last call)."""
         calls = self._calls(module)
-        if not calls:
+        if not calls or not NODE_CREATION_HOOK:  # without tags, which forward call is recomputed is unknown
             return None
         if self._recomputing:
             frame = self._recomputing[-1]

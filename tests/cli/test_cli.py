@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from vision import needs_torchvision
 
 from dispatchtrace import cli
 from dispatchtrace.cli._errors import CliError
@@ -116,6 +117,7 @@ def test_writes_svg_and_txt(tmp_path):
     assert r.stdout.splitlines() == [f"wrote {svg}", f"wrote {txt}"]
 
 
+@needs_torchvision
 def test_bad_model_name_is_one_line():
     one_line_error(sh("resnet5"), "unknown model 'resnet5'", "resnet50")
 
@@ -214,6 +216,7 @@ def test_tree_at_a_call(capsys):
 
 
 @pytest.mark.parametrize("device", ["cpu", "meta"])
+@needs_torchvision
 def test_a_float_dtype_casts_the_model_too(device, capsys):
     assert cli.main(["resnet18", "--dtype", "bfloat16", "--device", device, "--input", "1x3x64x64", "--depth", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -222,6 +225,7 @@ def test_a_float_dtype_casts_the_model_too(device, capsys):
     assert "replay ok" in capsys.readouterr().out
 
 
+@needs_torchvision
 def test_an_integer_dtype_is_for_the_inputs_only(netfile, capsys):
     m = load_model("coolcnn", dtype=torch.int64)
     assert {p.dtype for p in m.parameters()} == {torch.float32}
@@ -266,6 +270,7 @@ def test_an_option_no_output_uses_is_an_error_before_any_work(argv, idle, tmp_pa
     assert list(tmp_path.iterdir()) == []
 
 
+@needs_torchvision
 def test_meta_device_runs_without_data(capsys):
     assert cli.main(["resnet18", "--device", "meta", "--depth", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -306,6 +311,7 @@ def test_output_help_lists_the_registry(capsys):
 
 # ---- the reusable API ----------------------------------------------------------------------------
 
+@needs_torchvision
 def test_load_model_forms(netfile):
     assert type(load_model("resnet18")).__name__ == "ResNet"
     assert type(load_model("CoolCNN")).__name__ == "CoolCNN"
@@ -341,6 +347,7 @@ def test_parse_helpers():
 
 # ---- demo ------------------------------------------------------------------------------------------
 
+@needs_torchvision
 def test_demo_writes_diagrams_and_trees(tmp_path, capsys):
     out = tmp_path / "demo"
     assert cli.main(["demo", str(out)]) == 0
@@ -415,6 +422,7 @@ class _Tagged(io.StringIO):
         return len(text)
 
 
+@needs_torchvision
 def test_the_docs_show_real_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where `-o trace.json` lands, for the render examples after it
     examples = doc_examples()
@@ -437,6 +445,7 @@ def test_the_docs_show_real_outputs(tmp_path, monkeypatch):
         assert shown in printed, (command, printed[0])
 
 
+@needs_torchvision
 def test_the_help_examples_run(tmp_path, monkeypatch, capsys):
     from dispatchtrace.cli import _render as render
     from dispatchtrace.cli import _trace as trace

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torchvision
+from vision import needs_torchvision, torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -111,6 +111,7 @@ def saved_by_the_command(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("view", [["--at", "layer2.0", "--depth", "1"], ["--at", "layer1.1.relu#1", "--noise"],
                                   ["--noise", "--ops", "--depth", "2"], ["--statements", "--at", "layer3"]])
+@needs_torchvision
 def test_view_options_print_what_the_main_command_prints(saved_by_the_command: Path, view: list[str],
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     path = saved_by_the_command

@@ -123,16 +123,30 @@ def test_a_contiguous_slice_reads_only_its_own_bytes() -> None:
     assert add in overlapping.producers[0].producers  # the slice op (a view) reads the written row 1
 
 
-def test_a_strided_view_is_conservative() -> None:
+def test_a_strided_view_reads_exactly_its_bytes() -> None:
     def f(x):
         z = x * 1
         z[:, 0].add_(1)
-        return z[:, 1].sum()  # the column's bytes interleave: [offset, last byte] overlaps, so an edge
+        a = z[:, 1].sum()  # interleaved columns: their intervals overlap, their bytes do not
+        return a + z[:, 0].sum()  # the written column itself: the edge
 
     g, _ = _run(f, torch.ones(3, 2))
     g.lint()
-    add, total = _op(g, "aten.add_.Tensor"), g.ops[-1]
-    assert add in total.producers[0].producers
+    add = _op(g, "aten.add_.Tensor")
+    selects = [op for op in g.ops if op.target == "aten.select.int"]
+    assert [add in op.producers for op in selects] == [False, False, True]
+
+
+def test_windows_that_overlap_themselves_keep_the_conservative_interval() -> None:
+    def f(x):
+        z = x * 1
+        w = z.view(-1).as_strided((3, 2), (2, 2), 1)  # elements 1, 3, 3, 5, 5, 7: two dimensions, one stride
+        z[:, 0].add_(1)  # elements 0, 2, 4, 6
+        return w.sum()  # no box in any strides: the interval [1, 7] meets the column
+
+    g, _ = _run(f, torch.ones(4, 2))
+    g.lint()
+    assert _op(g, "aten.add_.Tensor") in g.ops[-1].producers
 
 
 def test_a_view_made_after_a_write_carries_it() -> None:

@@ -11,7 +11,7 @@ from collections import namedtuple
 import pytest
 import torch
 import torch.nn as nn
-from models import CountOps
+from models import CountOps, needs_node_hook
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.nn.modules import module as nn_module
 
@@ -315,6 +315,7 @@ def test_grad_modes(ctx: str) -> None:
     assert g.ops[-1].outputs[0].shape == (2, 4)
 
 
+@needs_node_hook
 def test_backward_inside_the_block_follows_the_forward_at_the_root() -> None:
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
     with dt.capture(model) as g:

@@ -6,8 +6,8 @@ import os
 
 import torch
 import torch.nn as nn
-import torchvision
 from models import CountOps
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN

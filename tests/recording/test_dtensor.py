@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from models import needs_node_hook
 from torch.utils.flop_counter import FlopCounterMode
 
 import dispatchtrace as dt
@@ -135,6 +136,7 @@ def test_nested_captures_record_the_same_local_ops(tp_mlp):
     assert all(op.dtensor is None for op in outer.ops)  # the inner capture ran the DTensor ops
 
 
+@needs_node_hook
 def test_a_training_step_runs_backward_at_both_levels_too(tp_mlp):
     model, x = tp_mlp
     x = x.clone().requires_grad_()

@@ -100,8 +100,14 @@ def test_a_read_depends_on_the_last_writer_of_each_byte_it_covers() -> None:
     assert tracker.writers(z[0, 1:3], state) == [first]
     tracker.write(z[0:2], third)  # covers both earlier writes: they are no last writer any more
     assert tracker.writers(z, state) == [third]
-    assert [w[4] for w in state.storage.writes] == [third] and state.storage.version == 3
-    assert tracker.writers(z[:, 3], state) == [third]  # a strided column: the interval [3, 11] elements
+    assert [w[2] for w in state.storage.writes] == [third] and state.storage.version == 3
+    assert tracker.writers(z[:, 3], state) == [third]  # a strided column: elements 3, 7 (third) and 11
+    fourth = _op(b, "fourth")
+    tracker.write(z[:, 1], fourth)  # a column: its interval [1, 9] holds columns 2 and 3 of rows 0 to 2
+    assert tracker.writers(z[:, 2], state) == [third] and tracker.writers(z[2], state) == [fourth]
+    assert tracker.writers(z[:, 1:3], state) == [fourth, third]
+    tracker.write(z[:, 1:3].t(), _op(b, "fifth"))  # a transpose covering the column: it is dropped
+    assert [w[2].name for w in state.storage.writes] == ["third", "fifth"]
 
 
 def test_set_moves_the_tensor_to_the_other_storage_without_writing_it() -> None:

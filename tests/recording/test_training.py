@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from models import needs_node_hook
 from torch.nn.modules import module as module_hooks
 from torch.optim import optimizer as optim_hooks
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 import dispatchtrace as dt
-from dispatchtrace._torch import running_node
+from dispatchtrace._torch import NO_NODE_CREATION_HOOK, NODE_CREATION_HOOK, running_node
 from dispatchtrace.graph import Call, Graph, Op
 
 
@@ -56,6 +57,7 @@ def test_running_node_is_the_node_whose_backward_dispatched_the_op() -> None:
 
 # ---- phases, attribution, edges ---------------------------------------------------------------------
 
+@needs_node_hook
 def test_every_op_is_in_g_ops_in_order_with_its_phase_and_attribution() -> None:
     model = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -74,6 +76,7 @@ def test_every_op_is_in_g_ops_in_order_with_its_phase_and_attribution() -> None:
     assert g.notes == []  # a note says what is missing or what to do: an optimizer step is neither
 
 
+@needs_node_hook
 def test_backward_ops_read_saved_activations_and_gradients_flow_op_to_op() -> None:
     g = _step(_mlp(), torch.randn(2, 3))
     relu = g.op("relu")
@@ -93,6 +96,7 @@ def test_backward_ops_read_saved_activations_and_gradients_flow_op_to_op() -> No
     assert {u.origin for u in threshold.users} == {g.calls[1]}  # the first Linear's t, mm, sum
 
 
+@needs_node_hook
 def test_str_names_the_phase_and_what_a_backward_op_belongs_to() -> None:
     g = _step(_mlp(), torch.randn(2, 3))
     text = str(g)
@@ -163,6 +167,7 @@ def test_hooks_are_removed_however_the_block_exits(error: type[BaseException]) -
     assert _no_hooks_left() and _backward(g2)
 
 
+@needs_node_hook
 def test_an_optimizer_step_outside_the_block_records_nothing() -> None:
     model = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -172,6 +177,26 @@ def test_an_optimizer_step_outside_the_block_records_nothing() -> None:
     opt.step()
     assert g.ops[-1].phase == "backward" and len(g.ops) == n and g.notes == notes
     assert not any("optimizer" in note for note in notes)
+
+
+def test_a_training_step_keeps_its_phases_on_every_torch_and_says_what_it_could_not_attribute() -> None:
+    """On a torch without the node creation hook (before 2.14) the step is captured with its phases and
+    the ``AccumulateGrad`` parameters; its backward ops carry no forward call, and one note says why."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with dt.capture(model) as g:
+        model(torch.randn(2, 3)).sum().backward()
+        opt.step()
+    phases = [op.phase for op in g.ops]
+    assert phases.index("backward") > phases.index("forward") and phases.index("optimizer") > phases.index("backward")
+    assert sorted({op.param for op in g.ops if op.param}) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    backward = [op for op in g.ops if op.phase == "backward" and op.param is None]
+    missing = [n for n in g.notes if "node_creation_hook" in n]
+    if NODE_CREATION_HOOK:
+        assert any(op.origin is not None for op in backward) and missing == [] and g.saved
+    else:
+        assert all(op.origin is None and op.grad_of is None for op in backward) and not g.saved
+        assert missing == [NO_NODE_CREATION_HOOK] and "\n" not in missing[0]
 
 
 # ---- checkpointing ---------------------------------------------------------------------------------
@@ -188,6 +213,7 @@ class Checkpointed(nn.Module):
 
 
 @pytest.mark.parametrize("reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+@needs_node_hook
 def test_checkpoint_recomputation_is_attributed_to_the_calls_it_recomputes(reentrant: bool) -> None:
     model = Checkpointed(reentrant)
     g = _step(model, torch.randn(2, 3, requires_grad=True))
@@ -208,6 +234,7 @@ def test_checkpoint_recomputation_is_attributed_to_the_calls_it_recomputes(reent
 
 # ---- autograd.grad, retain_graph, double backward, hooks, autocast --------------------------------
 
+@needs_node_hook
 def test_autograd_grad_at_the_top_level_is_backward_and_accumulates_nothing() -> None:
     model = _mlp()
     x = torch.randn(2, 3, requires_grad=True)
@@ -219,6 +246,7 @@ def test_autograd_grad_at_the_top_level_is_backward_and_accumulates_nothing() ->
     assert gx.shape == x.shape and {op.origin.label for op in bw if op.origin is not None} == {"0", "1", "2"}
 
 
+@needs_node_hook
 def test_retain_graph_backward_twice_records_both_in_order() -> None:
     model = _mlp()
     with dt.capture(model) as g:
@@ -232,6 +260,7 @@ def test_retain_graph_backward_twice_records_both_in_order() -> None:
     assert [op.target for op in accumulate] == ["aten.detach.default", "aten.add_.Tensor"]  # then accumulates
 
 
+@needs_node_hook
 def test_double_backward_attributes_the_second_order_ops_to_the_forward_call() -> None:
     lin = nn.Linear(3, 1)
     x = torch.randn(4, 3, requires_grad=True)
@@ -285,6 +314,7 @@ class InnerStep(nn.Module):
         return x @ (self.lin.weight - 0.1 * grad).t()
 
 
+@needs_node_hook
 def test_autograd_inside_forward_is_recorded_inside_the_call_and_replays_on_a_new_input() -> None:
     torch.manual_seed(0)
     model, x = InnerStep(), torch.randn(4, 3)
@@ -353,6 +383,7 @@ def _flops_by_module(g: Graph) -> dict[str, int]:
     return out
 
 
+@needs_node_hook
 def test_backward_of_a_module_whose_input_needs_no_grad_is_not_misattributed() -> None:
     from torch.distributed._tools.mod_tracker import ModTracker
     from torch.utils.flop_counter import FlopCounterMode

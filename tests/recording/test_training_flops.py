@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.views._costs import total_flops

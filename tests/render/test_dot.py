@@ -10,9 +10,9 @@ import graphviz
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
 from golden_text import golden
 from models import coolcnn, traced
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.render import to_dot

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 import torch
-import torchvision
 from models import coolcnn, traced
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import models
 import pytest
+from models import needs_node_hook
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -124,6 +125,7 @@ def test_an_op_that_is_not_forward_carries_its_phase(cool: dt.Graph, monkeypatch
     assert [len(row) for row in p["o"]] == [9] * (len(cool.ops) - 1) + [10] and p["s"][p["o"][-1][9]] == "backward"
 
 
+@needs_node_hook
 def test_the_viewer_shows_the_phase_it_is_given(tmp_path: Path) -> None:
     """A training step's page per phase: the backward page holds the backward ops under the calls they belong to."""
     import torch

@@ -15,6 +15,7 @@ import dispatchtrace as dt
 from dispatchtrace.render._html import PAYLOAD_VERSION
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+pytest.importorskip("torchvision", reason="the model zoo is torchvision's models (no torchvision imports beside this torch)")
 import zoo  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace._structure import tensor_leaves

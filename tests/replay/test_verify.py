@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
+from vision import needs_torchvision, torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.replay._verify import VerifyReport
@@ -179,6 +179,7 @@ def test_verify_needs_a_module() -> None:
         dt.verify(torch.relu, torch.ones(2))  # type: ignore[arg-type]
 
 
+@needs_torchvision
 def test_the_verify_command_prints_the_report(capsys: pytest.CaptureFixture[str]) -> None:
     from dispatchtrace.cli import main
 
@@ -210,6 +211,7 @@ def test_the_verify_command_fails_with_the_first_differing_op(tmp_path, capsys: 
     assert "module path: (the model)" in out
 
 
+@needs_torchvision
 def test_the_verify_command_reports_a_bad_input_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from dispatchtrace.cli import main
 
@@ -358,7 +360,7 @@ def test_without_another_run_the_capture_is_compared_with_its_own_output() -> No
 
 
 def test_multiscale_roialign_fills_its_scales_on_every_run_and_verifies() -> None:
-    from torchvision.ops import MultiScaleRoIAlign
+    MultiScaleRoIAlign = torchvision.ops.MultiScaleRoIAlign
 
     torch.manual_seed(0)
     m = MultiScaleRoIAlign(["feat1", "feat3"], 3, 2)

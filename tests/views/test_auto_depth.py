@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.views import layering

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from models import coolcnn, traced
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.views._tree import TreeNode
@@ -30,8 +30,9 @@ def shape(n: TreeNode) -> list:
 class MaskedFill(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = x * 2
-        y[y > 0] = 0.5  # lift_fresh of the constant runs after gt, before index_put_ (the join)
-        return y
+        # lift_fresh of the constant runs after gt, before index_put_ (the join); spelled as the op, since
+        # torch 2.15 runs ``y[y > 0] = 0.5`` as one masked_fill_ (no constant, no index_put_)
+        return y.index_put_((y > 0,), torch.tensor(0.5))
 
 
 class CountsCalls(nn.Module):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
 from models import CoolCNN, traced
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.views import CollapsedGraph, Node, collapse

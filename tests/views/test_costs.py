@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 from models import example
 from torch.utils.flop_counter import FlopCounterMode
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.graph import itemsize
@@ -207,16 +207,18 @@ def test_llama_example_on_meta_matches_flop_counter_mode(tmp_path) -> None:  # t
 
 
 def test_formulas_registered_with_torch_are_used() -> None:
-    # torch has no formula for the CPU flash-attention kernel; registering one (torch's own API)
-    # changes FlopCounterMode and dispatchtrace alike
+    # torch before 2.15 has no formula for the CPU flash-attention kernel (2.15 has one: it is set aside
+    # here, and put back); registering one (torch's own API) changes FlopCounterMode and dispatchtrace alike
     from torch.utils.flop_counter import flop_registry, register_flop_formula, sdpa_flop_count
 
     packet = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    torchs = flop_registry.pop(packet, None)
     model, x = Attention(), torch.randn(2, 16, 32)
-    before, g = _both(model, x)
-    sdpa = next(op for op in g.ops if op.target.startswith("aten._scaled_dot_product_flash_attention_for_cpu"))
-    assert op_flops(sdpa) is None
     try:
+        before, g = _both(model, x)
+        sdpa = next(op for op in g.ops if op.target.startswith("aten._scaled_dot_product_flash_attention_for_cpu"))
+        assert op_flops(sdpa) is None
+
         @register_flop_formula(packet)
         def _cpu_flash(q, k, v, *args, out_shape=None, **kwargs):  # type: ignore[no-untyped-def]
             return sdpa_flop_count(q, k, v)
@@ -227,6 +229,11 @@ def test_formulas_registered_with_torch_are_used() -> None:
         assert total_flops(g2) == after == before + op_flops(sdpa)
     finally:
         flop_registry.pop(packet, None)
+        if torchs is not None:
+            flop_registry[packet] = torchs
+    if torchs is not None:  # torch's own formula (2.15+) is back: both sides count attention with it
+        again, g3 = _both(model, x)
+        assert total_flops(g3) == again > before
 
 
 def test_a_formula_that_cannot_read_the_arguments_gives_none() -> None:
@@ -256,11 +263,15 @@ def test_gpu_attention_kernels_on_fake_cuda_tensors() -> None:
                 q.transpose(1, 2), kv.transpose(1, 2), kv.transpose(1, 2), None, None, 128, 256, 0.0, True, False),
         }
         for target, run in kernels.items():
-            with FlopCounterMode(display=False) as counter:
-                run()
             with dt.capture() as g:
                 run()
             op = next(op for op in g.ops if op.target == target)
+            try:
+                with FlopCounterMode(display=False) as counter:
+                    run()
+            except AssertionError:  # torch 2.13's formula for _flash_attention_forward misreads these shapes
+                assert op_flops(op) is None, target  # the same formula: no count rather than a wrong one
+                continue
             assert op_flops(op) == counter.get_total_flops() == 2 * (2 * 2 * 8 * 128 * 256 * 64), target
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+from models import needs_node_hook
 from torch.distributed._tools.mem_tracker import MemTracker, _MemRefType, _ModState
 
 import dispatchtrace as dt
@@ -108,6 +109,7 @@ def _memtracked(net: nn.Module, x: torch.Tensor, backward: bool) -> tuple[dt.Gra
 
 
 @pytest.mark.parametrize("backward", [False, True])
+@needs_node_hook
 def test_retained_bytes_equal_memtrackers_activation_growth_per_call(backward: bool) -> None:
     """MemTracker's ACT bytes after a module's forward minus before it (CPU: no allocator rounding) are the
     activations the call made that outlive it: ``retained``, exactly. Our saved bytes made inside are part of it."""
@@ -131,6 +133,7 @@ def test_retained_bytes_equal_memtrackers_activation_growth_per_call(backward: b
     assert m.peak <= peak["Total"]
 
 
+@needs_node_hook
 def test_backward_ops_free_the_activations_they_read() -> None:
     torch.manual_seed(0)
     net, x = Net(), torch.randn(2, 3, 8, 8)
@@ -148,6 +151,7 @@ def test_backward_ops_free_the_activations_they_read() -> None:
     assert m.call(g.root).saved > 0
 
 
+@needs_node_hook
 def test_docs_memory_md_examples_run() -> None:
     page = Path(__file__).resolve().parents[2] / "docs" / "memory.md"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)

@@ -6,8 +6,9 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-import torchvision
+from models import needs_node_hook
 from torch.utils.flop_counter import FlopCounterMode
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace import cli
@@ -167,6 +168,7 @@ def test_cli_train_phase_backward_and_summary(capsys, tmp_path):
     assert "Bwd FLOPs" in capsys.readouterr().out
 
 
+@needs_node_hook
 def test_recompute_ops_go_under_the_call_they_recompute_and_an_inputs_gradient_to_the_root():
     from torch.utils.checkpoint import checkpoint
 

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
+from vision import needs_torchvision, torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.serialize import dumps, loads
 from dispatchtrace.views._query import resolve, span
 
-_MODEL = torchvision.models.resnet50(weights=None).eval()
+
+@functools.cache
+def _model() -> torch.nn.Module:
+    return torchvision.models.resnet50(weights=None).eval()
 
 
 @pytest.fixture(scope="module")
 def g() -> dt.Graph:
     x = torch.randn(1, 3, 64, 64)
-    with dt.capture(_MODEL) as graph:
-        _MODEL(x)
+    with dt.capture(_model()) as graph:
+        _model()(x)
     return graph
 
 
@@ -43,7 +48,7 @@ def test_find_ops_by_path_and_type(g: dt.Graph) -> None:
 
 
 def test_calls_of_module_and_path(g: dt.Graph) -> None:
-    calls = g.calls_of(_MODEL.layer1[0].relu)
+    calls = g.calls_of(_model().layer1[0].relu)
     assert [(c.path, c.index) for c in calls] == [("layer1.0.relu", 0), ("layer1.0.relu", 1), ("layer1.0.relu", 2)]
     assert g.calls_of("layer1.0.relu") == calls
     assert g.calls_of(nn.ReLU()) == []
@@ -87,9 +92,10 @@ def test_queries_on_a_loaded_capture(g: dt.Graph) -> None:
         op.name for op in g.find_ops("aten.add*", path="layer2.*")]
     assert len(loaded.calls_of("layer1.0.relu")) == 3
     with pytest.raises(LookupError, match="ask by path instead"):
-        loaded.calls_of(_MODEL.layer1[0].relu)
+        loaded.calls_of(_model().layer1[0].relu)
 
 
+@needs_torchvision
 def test_docs_inspection_examples_run() -> None:
     import doctest
     from pathlib import Path

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
 from golden_text import golden
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
@@ -34,12 +35,14 @@ def test_golden_resnet18_summary_depth_2_markdown() -> None:
     golden("summary_resnet18_depth2.md", g.summary(depth=2).markdown())
 
 
-_MODEL = torchvision.models.resnet50(weights=None).eval()  # alive: parameter counts need the module
+@functools.cache
+def _model() -> torch.nn.Module:  # alive: parameter counts need the module
+    return torchvision.models.resnet50(weights=None).eval()
 
 
 def _resnet50() -> dt.Graph:
-    with dt.capture(_MODEL) as g:
-        _MODEL(torch.randn(1, 3, 224, 224))
+    with dt.capture(_model()) as g:
+        _model()(torch.randn(1, 3, 224, 224))
     return g
 
 

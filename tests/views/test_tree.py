@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
 from golden_text import GOLDEN, golden
 from models import coolcnn as seed_coolcnn
+from vision import AVAILABLE, torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN
@@ -416,7 +416,7 @@ def test_cli_statements_flag(capsys, tmp_path):
 
 # ---- the torchvision zoo (slow) ----------------------------------------------------------------
 
-ZOO = torchvision.models.list_models(module=torchvision.models)
+ZOO = torchvision.models.list_models(module=torchvision.models) if AVAILABLE else []
 
 
 @pytest.mark.slow

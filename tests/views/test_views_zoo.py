@@ -19,6 +19,7 @@ from dispatchtrace.views import foldable_runs
 from dispatchtrace.views._tree import TreeNode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+pytest.importorskip("torchvision", reason="the model zoo is torchvision's models (no torchvision imports beside this torch)")
 import zoo  # noqa: E402  (zoo_libraries imports it by this name)
 
 SPECS = zoo.specs(libraries=True)
