@@ -34,7 +34,7 @@ Region = tuple[int, float, "Dims | None"]
 """``(lo, hi, dims)``: see the module's docstring."""
 
 WHOLE: Region = (0, float("inf"), None)
-_Box = list[tuple[int, int]]
+_Box = tuple[tuple[int, int], ...]
 
 
 def region(t: Any) -> Region:
@@ -75,16 +75,18 @@ def region(t: Any) -> Region:
         return WHOLE
 
 
-def _chain(a: Dims, b: Dims) -> list[int] | None:
+@lru_cache(maxsize=1024)
+def _chain(a: Dims, b: Dims) -> tuple[int, ...] | None:
     """The strides of both regions, ascending, when each divides the next (else ``None``)."""
     chain = sorted({d for _, d in a} | {d for _, d in b} | {1})
     for small, big in zip(chain, chain[1:], strict=False):
         if big % small:
             return None
-    return chain
+    return tuple(chain)
 
 
-def _box(lo: int, dims: Dims, chain: list[int]) -> _Box | None:
+@lru_cache(maxsize=8192)  # one region meets many: its box is made once per chain
+def _box(lo: int, dims: Dims, chain: tuple[int, ...]) -> _Box | None:
     """The region as one range of digits per stride of ``chain`` (the last one unbounded), or ``None``
     where it is no such box (a dimension that wraps past its digit, or two on one digit)."""
     n = len(chain)
@@ -112,10 +114,10 @@ def _box(lo: int, dims: Dims, chain: list[int]) -> _Box | None:
                 k += 1
                 continue
             return None
-    return box
+    return tuple(box)
 
 
-def _region(box: _Box, chain: list[int]) -> Region:
+def _region(box: list[tuple[int, int]], chain: tuple[int, ...]) -> Region:
     lo = sum(a * d for (a, _), d in zip(box, chain, strict=True))
     last = sum((b - a - 1) * d for (a, b), d in zip(box, chain, strict=True))
     dims: list[tuple[int, int]] = []
@@ -128,13 +130,13 @@ def _region(box: _Box, chain: list[int]) -> Region:
     return lo, lo + last + 1, tuple(reversed(dims))
 
 
-def _boxes(a: Region, b: Region) -> tuple[_Box, _Box, list[int]] | None:
+def _boxes(a: Region, b: Region) -> tuple[_Box, _Box, tuple[int, ...]] | None:
     if a[2] is None or b[2] is None:
         return None
     chain = _chain(a[2], b[2])
     if chain is None:
         return None
-    ba, bb = _box(a[0], a[2], chain), _box(b[0], b[2], chain)  # type: ignore[arg-type]
+    ba, bb = _box(int(a[0]), a[2], chain), _box(int(b[0]), b[2], chain)
     if ba is None or bb is None:
         return None
     return ba, bb, chain
