@@ -16,7 +16,7 @@ _NEEDS_NODE_HOOK = {  # their examples print g.saved, g.memory() or backward ops
     "dispatchtrace.views._memory",
     "dispatchtrace.views._phases.phase_graph",
 }
-_NEEDS_TORCHVISION = {"dispatchtrace.cli._models.load_model"}
+_NEEDS_TORCHVISION = {"dispatchtrace.cli._models.load_model", "dispatchtrace.models._catalogue"}
 
 
 def _torchvision() -> bool:

@@ -6,6 +6,7 @@ import contextlib
 import io
 from pathlib import Path
 
+from models import needs_node_hook
 from test_tutorial import blocks, shown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "numerics.md"
@@ -22,6 +23,7 @@ def run_block(code: str, namespace: dict[str, object], folder: Path, i: int) -> 
     return out.getvalue()
 
 
+@needs_node_hook
 def test_numerics_doc_blocks_print_what_it_shows(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)
     found = blocks(DOC)

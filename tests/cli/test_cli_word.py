@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+from models import needs_node_hook
 
 import dispatchtrace as dt
 from dispatchtrace import cli
@@ -64,6 +65,7 @@ def test_phase_backward_of_a_training_capture_still_works(tmp_path, capsys) -> N
     assert "aten::threshold_backward" in capsys.readouterr().out
 
 
+@needs_node_hook
 def test_a_train_run_prints_no_note_about_the_optimizer(capsys) -> None:  # noqa: ANN001
     assert cli.main(["coolcnn", "--train", "--depth", "1"]) == 0
     err = capsys.readouterr().err

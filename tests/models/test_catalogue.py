@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from vision import needs_torchvision
 
 import dispatchtrace as dt
 
@@ -24,6 +25,7 @@ def hf() -> None:
     pytest.importorskip("transformers", reason="the zoo extra: pip install 'dispatchtrace[zoo]'")
 
 
+@needs_torchvision
 def test_builtin_and_torchvision_models_come_with_an_image() -> None:
     model, args, kwargs = dt.models.build("coolcnn")
     assert type(model).__name__ == "CoolCNN" and not model.training and kwargs == {}
@@ -106,6 +108,7 @@ def test_timm_models_by_name_at_their_input_size() -> None:
         dt.models.build("timm:convnext_atto", config={"no_such": 1})
 
 
+@needs_torchvision
 @pytest.mark.parametrize(("spec", "suggested"), [
     ("gpt2", "did you mean hf:gpt2?"),                       # a transformers model type, without hf:
     ("bert-base-uncased", "did you mean hf:bert?"),          # a checkpoint name: its model type
@@ -138,6 +141,7 @@ def test_options_a_catalogue_does_not_take_and_config_keys_a_model_lacks_are_ref
         dt.models.build("hf:gpt2", config={"num_layers": 2})
 
 
+@needs_torchvision
 def test_each_catalogue_lists_its_names() -> None:
     assert "resnet50" in dt.models.names() and dt.models.names("builtin") == ["coolcnn"]
     hf()
@@ -155,6 +159,7 @@ def test_every_model_type_of_the_zoo_builds_by_name_from_its_default_config(name
     assert kwargs and all(t.is_meta for t in kwargs.values())
 
 
+@needs_torchvision
 def test_the_zoo_specs_name_their_builder() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import zoo
@@ -176,6 +181,7 @@ for spec in sys.argv[1:]:
 """
 
 
+@needs_torchvision
 def test_without_transformers_or_timm_one_line_says_what_to_install() -> None:
     specs = ["hf:gpt2", "timm:convnext_tiny", "resnet5", "gpt2"]
     r = subprocess.run([sys.executable, "-c", WITHOUT, *specs], capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -19,7 +19,7 @@ def _cool() -> tuple[nn.Module, Callable[[nn.Module], object]]:
 
 
 def _resnet18() -> tuple[nn.Module, Callable[[nn.Module], object]]:
-    import torchvision
+    from vision import torchvision
 
     return torchvision.models.resnet18(weights=None).eval(), lambda m: m(torch.randn(1, 3, 64, 64))
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import torchvision
 from viewer_page import require_browser
+from vision import torchvision
 
 import dispatchtrace as dt
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-import torchvision
 from models import example
 from viewer_page import Page, require_browser
+from vision import torchvision
 
 import dispatchtrace as dt
 

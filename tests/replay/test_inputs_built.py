@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-import torchvision
+from vision import torchvision
 
 import dispatchtrace as dt
 from dispatchtrace.models import CoolCNN

@@ -168,6 +168,7 @@ class _Net(nn.Module):
         return self.fully_connected2(torch.relu(self.fully_connected1(x)))
 
 
+@needs_node_hook
 def test_the_printed_memory_heads_each_list_and_credits_the_peak_to_its_forward_call() -> None:
     torch.manual_seed(0)
     net, x = _Net(), torch.randn(4, 256)
