@@ -13,7 +13,6 @@ a ResNet-18 training step (``phase="all"``) and the 7B Llama-style decoder of ex
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import tempfile
 from pathlib import Path
@@ -56,16 +55,10 @@ def resnet18_step() -> tuple[dt.Graph, str]:
 
 
 def llama() -> tuple[dt.Graph, str]:
-    spec = importlib.util.spec_from_file_location("llama_meta", ROOT / "examples" / "llama_meta.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["llama_meta"] = module
-    spec.loader.exec_module(module)
-    with torch.device("meta"):
-        model = module.Llama(module.Config()).eval()
-    with torch.no_grad(), dt.capture(model) as g:
-        model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
-    return g, "forward"
+    """benchmarks/viewer.py's 7B decoder (examples/llama_meta.py, 32 layers, on meta)."""
+    from viewer import llama as decoder  # benchmarks/ is on sys.path when a script here runs
+
+    return decoder(32), "forward"
 
 
 CAPTURES = {"GPT-2": gpt2, "ResNet-50": resnet50, "ResNet-18 step (all)": resnet18_step, "Llama 7B (meta)": llama}

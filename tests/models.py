@@ -18,7 +18,7 @@ import dispatchtrace as dt
 from dispatchtrace._torch import NODE_CREATION_HOOK
 from dispatchtrace.models import CoolCNN  # the first seed's model, verbatim
 
-__all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "resnet50", "traced"]
+__all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "llama7b", "resnet50", "traced"]
 
 
 class CountOps(TorchDispatchMode):
@@ -77,3 +77,12 @@ needs_node_hook = pytest.mark.skipif(
            "(origin, grad_of, recomputed calls) and g.saved stand on it",
 )
 """For a test of what a torch before 2.14 cannot do (``docs/compatibility.md``)."""
+
+
+def llama7b() -> dt.Graph:
+    """A capture of examples/llama_meta.py's 7B Llama-style decoder (32 layers, hidden 4096) on meta, 1 x 2048 tokens."""
+    with example("llama_meta") as module, torch.device("meta"):
+        model = module.Llama(module.Config()).eval()
+    with torch.no_grad(), dt.capture(model) as g:
+        model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
+    return g

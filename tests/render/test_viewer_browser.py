@@ -10,8 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import torch
-from models import example
+from models import llama7b as build_llama7b
 from viewer_page import Page, require_browser
 
 import dispatchtrace as dt
@@ -24,11 +23,7 @@ require_browser()
 @pytest.fixture(scope="module")
 def llama7b() -> dt.Graph:
     """The 7B Llama-style decoder of examples/llama_meta.py (32 layers, hidden 4096), on meta."""
-    with example("llama_meta") as module, torch.device("meta"):
-        model = module.Llama(module.Config()).eval()
-    with torch.no_grad(), dt.capture(model) as g:
-        model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
-    return g
+    return build_llama7b()
 
 
 @pytest.fixture(scope="module")

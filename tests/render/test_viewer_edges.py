@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from models import example
+from models import llama7b
 from viewer_page import Page, require_browser
 from vision import torchvision
 
@@ -46,14 +46,6 @@ def resnet18_step() -> dt.Graph:
     with dt.capture(m) as g:
         F.cross_entropy(m(torch.randn(2, 3, 64, 64)), torch.tensor([1, 2])).backward()
         opt.step()
-    return g
-
-
-def llama7b() -> dt.Graph:
-    with example("llama_meta") as module, torch.device("meta"):
-        model = module.Llama(module.Config()).eval()
-    with torch.no_grad(), dt.capture(model) as g:
-        model(torch.zeros(1, 2048, dtype=torch.int64, device="meta"))
     return g
 
 
