@@ -77,6 +77,8 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                    help=f"write FILE; the format comes from the suffix: {help_text()}; repeatable")
     p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
+    p.add_argument("--force", action="store_true",
+                   help="draw a .svg, .pdf or .png even when dot would take over a minute to lay it out")
 
 
 def check_outputs(paths: Sequence[str]) -> None:
@@ -111,7 +113,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
     >>> given_options(argparse.Namespace(depth=None, ops=True, noise=False, at=None, statements=False, phase="forward"))
     {'ops': True}
     """
-    values = {k: getattr(args, k, None) for k in VIEW_OPTIONS}
+    values = {k: getattr(args, k, None) for k in (*VIEW_OPTIONS, "force")}
     return {k: v for k, v in values.items() if v not in (None, False) and not (k == "phase" and v == "forward")}
 
 
@@ -124,6 +126,8 @@ def output_options(path: str | Path, given: dict[str, Any]) -> tuple[dict[str, A
     ({'depth': 'ops'}, ['at'])
     >>> output_options("x.json", {"depth": 2, "phase": "all"})
     ({}, ['depth', 'phase'])
+    >>> output_options("x.png", {"force": True}), output_options("x.dot", {"force": True})
+    (({'force': True}, []), ({}, ['force']))
     """
     from ..render import for_path, option_names
 
@@ -162,7 +166,11 @@ def write_output(graph: Graph, path: str | Path, **options: Any) -> Path:
 
     try:
         return graph.render(path, **options)
-    except (DotNotFoundError, DotFailedError, DiagramTooLargeError) as e:
+    except DiagramTooLargeError as e:
+        raise CliError(f"{path} not written: dot would take about {e.seconds:.0f} s to lay it out (the limit is a "
+                       "minute); draw a smaller depth (--depth 2), write the .txt tree, or add --force to draw it "
+                       "anyway") from e
+    except (DotNotFoundError, DotFailedError) as e:
         raise CliError(str(e)) from e
     except (ValueError, KeyError) as e:
         raise CliError(str(e.args[0]) if e.args else str(e)) from e
@@ -175,16 +183,32 @@ def write_output(graph: Graph, path: str | Path, **options: Any) -> Path:
 def write_outputs(graph: Graph, args: argparse.Namespace, *, stdout: bool = True) -> None:
     """Write each ``-o`` file with the view options in ``args`` that its format takes, reporting ``wrote FILE``
     (on stderr when ``stdout`` is false, so it stays free for the tree) and a note for the given options a
-    file does not use (``check_options`` has refused those no output uses)."""
+    file does not use (``check_options`` has refused those no output uses). A diagram ``dot`` would take too
+    long to lay out is refused with its own line and the others are still written; then a ``CliError``
+    names the ones refused."""
+    from ..errors import DiagramTooLargeError
+
     given = given_options(args)
+    refused: list[str] = []
     for out in args.output:
         options, unused = output_options(out, given)
-        write_output(graph, out, **options)
+        try:
+            write_output(graph, out, **options)
+        except CliError as e:
+            if not isinstance(e.__cause__, DiagramTooLargeError) or len(args.output) == 1:
+                raise
+            print(f"dispatchtrace: error: {e}", file=sys.stderr)
+            refused.append(out)
+            continue
         print(f"wrote {out}", file=sys.stdout if stdout else sys.stderr)
         if unused:
             them = "them" if len(unused) > 1 else "it"
             print(f"dispatchtrace: note: {out} does not use {' and '.join(f'--{k}' for k in unused)}; the other "
                   f"outputs take {them}", file=sys.stderr)
+    if refused:
+        them = "it" if len(refused) == 1 else "them"
+        raise CliError(f"not written: {', '.join(refused)}, too large for dot (the other outputs were written); "
+                       f"--force draws {them} anyway")
 
 
 def forward_error(name: str, inputs: Sequence[Any], error: Exception) -> CliError:

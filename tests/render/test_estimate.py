@@ -70,3 +70,22 @@ def test_a_small_real_diagram_passes_and_draws() -> None:
     dot = cool.to_dot("ops", fold=False)
     assert check_layout_cost(dot) < 1
     assert run_dot(dot, "svg").lstrip().startswith(b"<?xml")
+
+
+def test_the_cli_writes_every_output_it_can_and_names_the_refused_one(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # the refusal of one diagram does not abort the command: .dot and .txt are written, the .svg is named
+    from dispatchtrace.cli import main
+
+    saved = _dense(220).render(tmp_path / "dense.json")
+    outs = [tmp_path / "a.svg", tmp_path / "a.dot", tmp_path / "a.txt"]
+    assert main(["render", str(saved), "--depth", "ops", *[a for o in outs for a in ("-o", str(o))]]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert not outs[0].exists() and outs[1].exists() and outs[2].exists()
+    assert err[0].startswith(f"dispatchtrace: error: {outs[0]} not written: dot would take about ")
+    assert "or add --force to draw it anyway" in err[0]
+    assert err[-1] == f"dispatchtrace: error: not written: {outs[0]}, too large for dot (the other outputs were " \
+                      "written); --force draws it anyway"
+    # --force goes to the images that take it, and is an error where nothing does
+    assert main(["render", str(saved), "--force", "-o", str(tmp_path / "b.txt")]) == 2
+    assert "--force would change nothing" in capsys.readouterr().err
