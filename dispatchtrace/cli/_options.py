@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,8 @@ def check_outputs(paths: Sequence[str]) -> None:
     from ..render import for_path, suffixes
 
     for out in paths:
+        if out.endswith(("/", os.sep)):
+            raise CliError(f"-o {out} ends with a slash, so it names a folder; name the file: -o {out}model.svg")
         if for_path(out) is None:
             raise CliError(f"cannot tell the format of {out!r} from its suffix; use one of: {' '.join(suffixes())}")
 

@@ -84,3 +84,11 @@ def test_a_builder_returning_an_int_reads_an_int(tmp_path, capsys) -> None:  # n
     assert cli.main([f"{tmp_path / 'build.py'}:make"]) == 2
     err = capsys.readouterr().err
     assert "returned an int, not an nn.Module" in err
+
+
+def test_an_output_with_a_trailing_slash_is_refused_before_any_work(tmp_path, capsys) -> None:  # noqa: ANN001
+    # -o dir.svg/ wrote a file dir.svg and reported "wrote dir.svg/"; a trailing slash names a folder
+    assert cli.main(["coolcnn", "-o", f"{tmp_path / 'dir.svg'}/"]) == 2
+    err = capsys.readouterr().err
+    assert "ends with a slash, so it names a folder" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
