@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
 from models import needs_node_hook
-from test_tutorial import blocks, shown
+from test_tutorial import blocks, printed, shown
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "numerics.md"
 
@@ -17,10 +15,7 @@ def run_block(code: str, namespace: dict[str, object], folder: Path, i: int) -> 
     path = folder / f"b{i}" / "numerics.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(code, encoding="utf-8")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, str(path), "exec"), namespace)  # noqa: S102 - our own docs
-    return out.getvalue()
+    return printed(code, namespace, path)
 
 
 @needs_node_hook
