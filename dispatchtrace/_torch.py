@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -87,6 +88,20 @@ CUDA_GRAPH = ("a module was called while a CUDA graph was being captured (torch.
 def cuda_graph_capturing() -> bool:
     """Whether the current CUDA stream is capturing a CUDA graph (``False`` before CUDA is initialized)."""
     return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
+def collective_result(t: torch.Tensor) -> torch.Tensor | None:
+    """The tensor a functional collective's ``AsyncCollectiveTensor`` wraps (its ``elem``, the collective's
+    output), else ``None``. Newer torch wraps it through an op a dispatch mode sees
+    (``_c10d_functional._wrap_tensor_autograd``, torch 2.11 and newer); torch 2.10 and older make the
+    wrapper in Python (``AsyncCollectiveTensor(elem)``), so a capture first meets it at its first user.
+    Not an import of ``torch.distributed``: without that module loaded there is no such tensor."""
+    fc = sys.modules.get("torch.distributed._functional_collectives")
+    cls = getattr(fc, "AsyncCollectiveTensor", None) if fc is not None else None
+    if cls is None or not isinstance(t, cls):
+        return None
+    elem = getattr(t, "elem", None)
+    return elem if isinstance(elem, torch.Tensor) else None
 
 
 def has_values(t: torch.Tensor) -> bool:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .._torch import collective_result
 from ..graph import Kind, TensorRef
 from ._region import Region, covers, meets, region, subtract
 
@@ -179,6 +180,13 @@ class Tracker:
         s = self._tensors.get(id(t))
         if s is not None and s() is t:
             return s
+        if type(t) is not Tensor and type(t) is not Parameter:
+            inner = collective_result(t)
+            if inner is not None:  # a collective's result wrapped where no mode saw it: it is its result
+                i = self.known(inner)
+                s = self._tensors[id(t)] = TensorState(t)
+                s.ref, s.storage, s.born = i.ref, i.storage, i.born
+                return s
         storage = self._storage(t)
         entry = self._named.get(id(t))
         if entry is not None and entry[0] is t:
