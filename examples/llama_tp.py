@@ -48,11 +48,11 @@ def tp_plan() -> dict[str, object]:
 
 def build(config: Config, *, world: int, tp: int, rank: int = 0) -> nn.Module:
     """The model on meta, its layers sharded over this rank's tensor-parallel group of a fake world."""
-    import torch.testing._internal.distributed.fake_pg  # noqa: F401  registers the "fake" backend
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
 
-    dist.init_process_group("fake", rank=rank, world_size=world)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("dp", "tp"))
     with torch.device("meta"):
         model = Llama(config).eval()

@@ -175,9 +175,9 @@ def main(rank: int, case: str, world: int, port: int, out: str) -> None:
     values = "stats" if case.endswith(":stats") else "none"  # ddp_step:stats: the same case, with values="stats"
     case = case.removesuffix(":stats")
     if case == "skips":
-        importlib.import_module("torch.testing._internal.distributed.fake_pg")  # registers the "fake" backend
+        FakeStore = importlib.import_module("torch.testing._internal.distributed.fake_pg").FakeStore  # registers "fake"
 
-        dist.init_process_group("fake", rank=rank, world_size=world)
+        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     else:
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=60))

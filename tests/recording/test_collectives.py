@@ -17,9 +17,9 @@ from dispatchtrace.serialize import dumps, loads
 @pytest.fixture
 def world():
     """Rank 3 of 64 on the fake backend (collectives dispatch, no data moves); torn down after."""
-    import torch.testing._internal.distributed.fake_pg  # noqa: F401  registers the "fake" backend
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
 
-    dist.init_process_group("fake", rank=3, world_size=64)
+    dist.init_process_group("fake", store=FakeStore(), rank=3, world_size=64)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # all_gather_into_tensor's rename
@@ -137,9 +137,9 @@ def test_other_torchbind_objects_are_kept_for_replay():
 
 
 def _rank_capture(rank: int, world: int, skip_last: bool) -> dt.Graph:
-    import torch.testing._internal.distributed.fake_pg  # noqa: F401
+    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", rank=rank, world_size=world)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
         x = torch.ones(4)
         with dt.capture() as g:

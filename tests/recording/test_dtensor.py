@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def tp_mlp():
     """Rank 0 of 8 on the fake backend; a two-layer MLP sharded column-wise then row-wise."""
-    import torch.testing._internal.distributed.fake_pg  # noqa: F401
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    dist.init_process_group("fake", rank=0, world_size=8)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
     try:
         mesh = init_device_mesh("cpu", (8,), mesh_dim_names=("tp",))
         model = nn.Sequential(nn.Linear(16, 32, bias=False), nn.ReLU(), nn.Linear(32, 16, bias=False))

@@ -37,9 +37,9 @@ class Branchy(nn.Module):
 
 
 def _rank(rank: int, world: int, model: nn.Module) -> dt.Graph:
-    import torch.testing._internal.distributed.fake_pg  # noqa: F401  registers the "fake" backend
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
 
-    dist.init_process_group("fake", rank=rank, world_size=world)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
     try:
         with warnings.catch_warnings(), torch.no_grad(), dt.capture(model) as g:
             warnings.simplefilter("ignore")
