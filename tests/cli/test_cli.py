@@ -399,14 +399,15 @@ def doc_examples() -> list[tuple[str, list[str]]]:
     return examples
 
 
-def missing_catalogue(argv: list[str]) -> str | None:
-    """The package an ``hf:`` or ``timm:`` model in ``argv`` needs when it is not installed, else ``None``."""
+def missing_catalogue(argv: list[str], shown: list[str] | tuple[str, ...] = ()) -> str | None:
+    """The package an ``hf:`` or ``timm:`` model in ``argv`` needs when it is not installed, else ``None``;
+    also the package whose catalogue a suggestion ``shown`` prints (``did you mean hf:gpt2?``) comes from."""
     import importlib.util
 
-    for arg in argv:
-        for prefix, package in (("hf:", "transformers"), ("timm:", "timm")):
-            if arg.startswith(prefix) and importlib.util.find_spec(package) is None:
-                return package
+    for prefix, package in (("hf:", "transformers"), ("timm:", "timm")):
+        if importlib.util.find_spec(package) is None and (
+                any(arg.startswith(prefix) for arg in argv) or any(f"did you mean {prefix}" in line for line in shown)):
+            return package
     return None
 
 
@@ -430,7 +431,7 @@ def test_the_docs_show_real_outputs(tmp_path, monkeypatch):
     assert {"hf:", "timm:"} <= {c.split()[1][:c.split()[1].find(":") + 1] for c, _ in examples}
     for command, shown in examples:
         argv = shlex.split(command)[1:]
-        if (shutil.which("dot") is None and re.search(r"\.(svg|pdf|png)\b", command)) or missing_catalogue(argv):
+        if (shutil.which("dot") is None and re.search(r"\.(svg|pdf|png)\b", command)) or missing_catalogue(argv, shown):
             continue  # a diagram without graphviz; a catalogue without its package (the zoo extra)
         chunks: list[tuple[str, str]] = []
         with contextlib.redirect_stdout(_Tagged("out", chunks)), contextlib.redirect_stderr(_Tagged("err", chunks)):
