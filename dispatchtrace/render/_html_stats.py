@@ -8,12 +8,12 @@ tensors had none: meta or fake); with ``"stats"``, ``st`` per op ``[outputs, inp
 (``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase"}`` or ``None``.
 
 >>> import torch, dispatchtrace as dt
->>> lin = torch.nn.Linear(2, 1)
+>>> lin, x = torch.nn.Linear(2, 1), torch.tensor([[float("nan"), 1.0]])
 >>> with torch.no_grad(), dt.capture(lin, values="stats") as g:
-...     _ = lin(torch.tensor([[float("nan"), 1.0]]))
+...     _ = lin(x)
 >>> p = values_payload(g, str)
->>> p["vals"], p["nf"]["op"], p["nf"]["carried"], p["st"][1][0][0][1][:2]
-('stats', 1, True, [1, 1])
+>>> p["vals"], p["nf"]["op"], p["nf"]["carried"], p["st"][1][0]
+('stats', 1, True, [['%addmm: f32[1, 1]', [1, 1, 0, 0, 0, None, None, None, None]]])
 """
 
 from __future__ import annotations
