@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_viewer_scripts import defined, header, read, source
 from torch import nn
 
 import dispatchtrace as dt
 from dispatchtrace import cli
 from dispatchtrace.models import CoolCNN
-from dispatchtrace.render._diff_page import diff_page, diff_payload
+from dispatchtrace.render._diff_page import DIFF_SCRIPTS, diff_page, diff_payload
 
 
 def run(model: nn.Module, **kw: object) -> dt.Graph:
@@ -106,3 +107,12 @@ def test_write_diff_and_the_cli_write_the_page(perturbed: tuple[dt.Graph, dt.Gra
     assert embedded((tmp_path / "same.html").read_text(encoding="utf-8"))["agree"] is True
     assert cli.main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(tmp_path / "d.png")]) == 2
     assert "name it like diff.html" in capsys.readouterr().err
+
+
+def test_the_pages_scripts_declare_what_they_read_and_define() -> None:
+    done: set[str] = set()
+    for name in DIFF_SCRIPTS:
+        text = source(name)
+        assert header(text, "defines") == defined(text) and header(text, "reads") == read(text), name
+        assert read(text) <= done, f"{name} reads what no earlier script of the page defines"
+        done |= defined(text)

@@ -2,7 +2,7 @@
 // structural differences, both sides' details for the selected call or op pair, and the first departure.
 // Row keys: "c<i>" the i-th call row of the payload, "p<k>" the k-th op pair.
 // reads: DT.Values DT.statsText
-// defines: DT.Diff DT.diffRamp DT.diffStart
+// defines: DT.Diff DT.diff DT.diffRamp DT.diffStart
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -56,7 +56,7 @@ DT.Diff.prototype.tags = function (i) {
     if (c.changed[s]) out += '<span class="tag ' + s + '">' + { added: "+", removed: "−", changed: "~" }[s] + c.changed[s] + " " + s + "</span>";
   });
   var below = this.inner[i] - (c.changed.added + c.changed.removed + c.changed.changed);
-  if (below && !this.open[i]) out += '<span class="tag changed">' + below + " ops differ inside</span>";
+  if (below && !this.open[i]) out += '<span class="tag changed">' + below + " differences inside</span>";
   var f = this.p.first;
   if (f !== null && !this.open[i] && this.holds(i, this.callOf[f])) out += '<span class="tag first">first departure inside</span>';
   return out;
