@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -35,8 +36,8 @@ DIFF_SCRIPTS = ("stats.js", "diff.js")
 
 
 def _num(v: float) -> float | str:
-    """An error as JSON holds it: ``"inf"`` for an infinite one (a NaN count or shape that differs)."""
-    return v if v == v and v not in (float("inf"), float("-inf")) else "inf"
+    """An error as JSON holds it: ``"inf"`` for one that is not finite (a NaN count or shape that differs)."""
+    return v if math.isfinite(v) else "inf"
 
 
 def _tensors(g: Graph, refs: Any) -> list[list[Any]]:

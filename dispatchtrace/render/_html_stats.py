@@ -3,8 +3,8 @@
 Added to ``payload`` (``render/_html.py``) as four fields, described in ``docs/viewer.md``: ``vals``
 (``"stats"``, ``"none"`` when the capture took no values, ``"absent"`` when it asked for them and its
 tensors had none: meta or fake); with ``"stats"``, ``st`` per op ``[outputs, inputs]`` each a list of
-``[tensor, stats]`` (``stats`` an array ``[numel, nan, +inf, -inf, zeros, min, max, mean, norm]`` or
-``None``), ``cst`` per call its outputs' stats, and ``nf`` the first non-finite value
+``[tensor, stats]`` (``stats`` an array ``[numel, nan, +inf, -inf, zeros, min, max, mean, norm]``, a float that is not
+finite as the text ``"inf"``, or ``None``), ``cst`` per call its outputs' stats, and ``nf`` the first non-finite value
 (``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase"}`` or ``None``.
 
 >>> import torch, dispatchtrace as dt
@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from ..graph import Graph, Stats
 
 
-def _num(v: float | None) -> float | None:
-    """A float JSON can hold (``JSON.parse`` reads no ``Infinity``): ``None`` for one that is not finite."""
-    return v if v is not None and math.isfinite(v) else None
+def _num(v: float | None) -> float | str | None:
+    """A float JSON can hold (``JSON.parse`` reads no ``Infinity``): ``"inf"``, ``"-inf"``, ``"nan"`` as text
+    (a float64 sum that overflowed: ``mean inf``), as Python prints them."""
+    return v if v is None or math.isfinite(v) else str(v)
 
 
 def stats_row(s: Stats | None) -> list[Any] | None:

@@ -115,3 +115,15 @@ def test_no_values_say_so_in_one_line(browser: object, tmp_path: Path, how: str)
     p.idle()
     assert why in p.page.inner_text("#legend")
     p.close()
+
+
+def test_the_pages_stats_text_is_pythons(browser: object, hunt: dt.Graph, tmp_path: Path) -> None:
+    values = [0.0, -0.0, 1.0, 2.5, -1.5, 0.1, 1 / 3, 0.000123456, 0.0001, 9.99996, 1234.56, 9999.4, 12346.0, 1e20, -3.2e-7,
+              123456789.0, 0.5e-4]
+    p = Page(browser, hunt.render(tmp_path / "hunt.html"))
+    got = p.page.evaluate("(vs) => vs.map(DT.g4)", values)
+    assert got == [f"{v:.4g}" for v in values]
+    texts = p.page.evaluate("(rows) => rows.map(DT.statsText)", [[3, 1, 0, 2, 1, -1.5, 2.0, 0.25, 2.5], [0] * 9,
+                                                                 [2, 2, 0, 0, 0, None, None, None, None]])
+    assert texts == [str(dt.graph.Stats(3, 1, 0, 2, 1, -1.5, 2.0, 0.25, 2.5)), "empty", "no finite value nan 2"]
+    p.close()

@@ -50,16 +50,17 @@ DT.Values.prototype.norm = function (key) {
   else if (t === "c" && this.calls[n]) rows = this.calls[n];
   else if (t === "f") (m.runOf[n] || [n]).forEach(function (i) { rows = rows.concat(this.calls[i] || []); }, this);
   var best = null;
-  rows.forEach(function (s) { if (s && s[8] !== null && (best === null || s[8] > best)) best = s[8]; });
+  rows.forEach(function (s) { if (s && typeof s[8] === "number" && (best === null || s[8] > best)) best = s[8]; });
   return best;
 };
 
-// Python's f"{v:.4g}": four significant digits, an exponent (two digits at least) below 1e-4 or from 1e4.
+// Python's f"{v:.4g}": four significant digits, an exponent (two digits at least) below 1e-4 or from 1e4
+// (an exact tie, such as 1234.5, rounds up here and to even in Python).
 DT.g4 = function (v) {
   if (v === null || v === undefined) return "-";
+  if (typeof v === "string") return v;  // "inf", "-inf", "nan": a float64 sum that overflowed
   if (v === 0) return Object.is(v, -0) ? "-0" : "0";
-  var e = Math.floor(Math.log10(Math.abs(v))), r = Number(v.toPrecision(4));
-  e = Math.floor(Math.log10(Math.abs(r)));  // after rounding (9.9999 -> 10)
+  var r = Number(v.toPrecision(4)), e = Math.floor(Math.log10(Math.abs(r)));  // the exponent after rounding (9.99996 -> 10)
   function strip(s) { return s.indexOf(".") >= 0 ? s.replace(/0+$/, "").replace(/\.$/, "") : s; }
   if (e < -4 || e >= 4) {
     var parts = r.toExponential(3).split("e"), x = +parts[1];
