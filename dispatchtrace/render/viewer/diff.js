@@ -31,6 +31,11 @@ DT.Diff = function (p, tree, details) {
   this.lo = lo;
   this.hi = hi;
   // the structural differences of each call's subtree (to tag a closed call whose inside differs)
+  var self = this;  // one click handler for every row, drawn or redrawn
+  tree.addEventListener("click", function (ev) {
+    var row = ev.target.closest && ev.target.closest(".row");
+    if (row) self.click(row.getAttribute("data-key"));
+  });
   this.inner = p.calls.map(function (c) { return c.side !== "both" ? 1 : c.changed.added + c.changed.removed + c.changed.changed; });
   for (var i = p.calls.length - 1; i > 0; i--) if (p.calls[i].parent >= 0) this.inner[p.calls[i].parent] += this.inner[i];
 };
@@ -95,20 +100,23 @@ DT.Diff.prototype.draw = function () {
   }
   call(0, 0);
   this.tree.innerHTML = html.join("");
-  this.tree.querySelectorAll(".row").forEach(function (r) {
-    r.addEventListener("click", function () { self.click(r.getAttribute("data-key")); });
-  });
 };
 
+// A call opens or closes (the tree redrawn); an op pair or a call of one side is selected in place.
 DT.Diff.prototype.click = function (key) {
-  var i = +key.slice(1);
-  if (key[0] === "c" && this.p.calls[i].side === "both" && i > 0) this.open[i] = !this.open[i];
-  this.select(key);
+  var i = +key.slice(1), toggles = key[0] === "c" && this.p.calls[i].side === "both" && i > 0;
+  if (toggles) this.open[i] = !this.open[i];
+  this.select(key, !toggles);
 };
 
-DT.Diff.prototype.select = function (key) {
+DT.Diff.prototype.select = function (key, inPlace) {
+  var was = this.selected;
   this.selected = key;
-  this.draw();
+  if (inPlace) {
+    var old = was && this.tree.querySelector('[data-key="' + was + '"]'), now = this.tree.querySelector('[data-key="' + key + '"]');
+    if (old) old.classList.remove("selected");
+    if (now) now.classList.add("selected");
+  } else this.draw();
   this.show(key);
 };
 
