@@ -12,6 +12,16 @@ function dtEsc(s) { return String(s).replace(/[&<>"]/g, function (c) { return { 
 DT.diffRamp = function (f) { return "hsl(" + (50 - 45 * f) + "," + (70 + 25 * f) + "%," + (90 - 38 * f) + "%)"; };
 
 DT.Diff = function (p, tree, details) {
+  var S = p.s;  // the string table: decode each op side's and call's texts once
+  function texts(list) { (list || []).forEach(function (x) { x[0] = S[x[0]]; }); }
+  p.pairs.forEach(function (q) {
+    [q.a, q.b].forEach(function (o) {
+      if (!o) return;
+      o.target = S[o.target]; o.phase = S[o.phase]; o.call = S[o.call]; o.src = o.src === null ? null : S[o.src];
+      texts(o.outs); texts(o.ins);
+    });
+  });
+  p.calls.forEach(function (c) { [c.a, c.b].forEach(function (x) { if (x) texts(x.outs); }); });
   this.p = p;
   this.tree = tree;
   this.details = details;
