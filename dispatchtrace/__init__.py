@@ -18,7 +18,7 @@ from .errors import (
 )
 from .graph import Call, Depth, Graph, Op, TensorRef
 from .recording import capture
-from .render import write_ranks
+from .render import write_diff, write_ranks
 from .replay import verify
 from .serialize import load, load_ranks, rank_path
 from .views import diff
@@ -27,5 +27,5 @@ __all__ = [
     "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
     "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
     "TensorRef",
-    "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_ranks",
+    "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_diff", "write_ranks",
 ]

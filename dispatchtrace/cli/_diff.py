@@ -1,10 +1,11 @@
-"""``dispatchtrace diff A.json B.json``: where two saved captures part (exit 0 agree, 1 differ, 2 error, like diff)."""
+"""``dispatchtrace diff A.json B.json [-o diff.html]``: where two saved captures part (exit 0 agree, 1 differ, 2 error, like diff)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
+from ..render import write_diff
 from ..serialize import load
 from ..views import diff
 from ._errors import ArgumentParser, CliError
@@ -17,15 +18,18 @@ def parser() -> argparse.ArgumentParser:
         "and report the structural differences, the first op whose results depart beyond tolerance while its "
         "inputs did not, and the largest relative difference of each call's outputs. Values are compared "
         "through kept tensors, else statistics (capture with --values stats). Exit status 0 when they agree, "
-        "1 when they differ, 2 on an error.",
+        "1 when they differ, 2 on an error. -o diff.html also writes the page of the diff (render/_diff_page.py).",
         examples=["dispatchtrace diff fp32.json bf16.json", "dispatchtrace diff trace.rank0.json trace.rank1.json",
-                  "dispatchtrace diff a.json b.json --rtol 1e-3 --depth 1"],
+                  "dispatchtrace diff a.json b.json --rtol 1e-3 --depth 1", "dispatchtrace diff fp32.json bf16.json -o diff.html"],
     )
     p.add_argument("a", metavar="A.json", help="the reference capture")
     p.add_argument("b", metavar="B.json", help="the capture compared with it")
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5)")
     p.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default 1e-8)")
     p.add_argument("--depth", type=int, default=2, metavar="N", help="show calls down to this depth (default 2)")
+    p.add_argument("-o", "--output", metavar="diff.html", help="also write the diff as one self-contained HTML page: the "
+                   "aligned call tree coloured by divergence, both sides' details, the first departure")
+    p.add_argument("--title", help="the page's title (default: the model's type)")
     return p
 
 
@@ -39,4 +43,10 @@ def run(argv: Sequence[str]) -> int:
         raise CliError(str(e)) from e
     d = diff(a, b, rtol=args.rtol, atol=args.atol)
     print(report(d, depth=args.depth))
+    if args.output:
+        try:
+            write_diff(d, args.output, title=args.title)
+        except (OSError, ValueError) as e:
+            raise CliError(str(e)) from e
+        print(f"wrote {args.output}")
     return 0 if d.agree else 1

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 PAYLOAD_VERSION = 2
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
-SCRIPTS = ("model.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
+SCRIPTS = ("model.js", "stats.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
 
 #: the layout code that also runs in the page's Web Worker (with dagre), in its own script element
 WORKER = "group.js"
@@ -87,6 +87,7 @@ def _open_depth(graph: Graph, o: HtmlOptions) -> int:
 def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
     from ..views import call_label, collapse, foldable_runs, noise_ops, run_label
+    from ._html_stats import values_payload
 
     s = _Strings()
     c = graph.costs()
@@ -152,6 +153,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         "fl": [s(run_label(run.calls)) for run in runs] if o.fold else [],
         "noise": [] if o.noise else sorted(op.index for op in noise_ops(graph)),
         "open": _open_depth(graph, o),
+        **values_payload(graph, s),  # vals, and with stats st, cst, nf (render/_html_stats.py)
     }
 
 

@@ -1,6 +1,6 @@
 // draw.js: the SVG picture of what is visible (boxes of open calls, nodes, edges), pan, zoom, colours.
 // reads: DT.HEAD_H DT.PAD
-// defines: DT.CULL DT.SVG_NS DT.View DT.around DT.el DT.esc DT.hue DT.line DT.num DT.onRing DT.ramp DT.ring
+// defines: DT.BAD DT.CULL DT.FIRST_BAD DT.SVG_NS DT.View DT.around DT.el DT.esc DT.hue DT.line DT.num DT.onRing DT.ramp DT.ring
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -222,18 +222,34 @@ DT.View.prototype.fills = function (at) {
     if (types.length > 14) legend.insertAdjacentHTML("beforeend", "<div>… " + (types.length - 14) + " more</div>");
     return out;
   }
+  if (mode === "nonfinite") return this.nonfinite(keys, out, legend);
   var lo = Infinity, hi = 0, vals = {};
-  keys.forEach(function (k) { var v = m.metric(k, mode); if (v) { vals[k] = v; lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+  keys.forEach(function (k) { var v = mode === "norm" ? m.values.norm(k) : m.metric(k, mode); if (v) { vals[k] = v; lo = Math.min(lo, v); hi = Math.max(hi, v); } });
   var span = Math.log(hi) - Math.log(lo) || 1;
   keys.forEach(function (k) {
     if (!vals[k]) return;
     var f = hi === lo ? 1 : (Math.log(vals[k]) - Math.log(lo)) / span;
     out[k] = DT.ramp(f);
   });
-  var name = { flops: "FLOPs", bytes: "bytes", params: "parameters" }[mode];
+  var name = { flops: "FLOPs", bytes: "bytes", params: "parameters", norm: "L2 norm of the results" }[mode];
+  if (mode === "norm" && m.values.missing()) { legend.textContent = "values " + m.values.missing(); return out; }
   legend.innerHTML = hi ? name + ': <span class="sw" style="background:' + DT.ramp(0) + '"></span>' + DT.num(lo) +
     ' … <span class="sw" style="background:' + DT.ramp(1) + '"></span>' + DT.num(hi) + " (log scale; white: none)"
     : name + ": none in view";
+  return out;
+};
+
+// Colour mode "NaN/Inf" (stats.js): items whose results hold a NaN or Inf red, the one holding the op that made
+// the first darker; the rest white.
+DT.BAD = "#f6b3ae";
+DT.FIRST_BAD = "#e0463c";
+DT.View.prototype.nonfinite = function (keys, out, legend) {
+  var v = this.m.values, first = v.first >= 0 ? this.m.leafOfOp(v.first) : null;
+  if (v.missing()) { legend.textContent = "NaN/Inf: values " + v.missing(); return out; }
+  keys.forEach(function (k) { if (k === first) out[k] = DT.FIRST_BAD; else if (v.bad(k)) out[k] = DT.BAD; });
+  legend.innerHTML = !v.nf ? "NaN/Inf: every value is finite" : '<span class="sw" style="background:' + DT.FIRST_BAD + '"></span>' +
+    (v.first >= 0 ? "made the first NaN/Inf (%" + DT.esc(v.nf.name) + ")" : "first NaN/Inf: in " + DT.esc(v.nf.phase) + ", not in this view") +
+    ' <span class="sw" style="background:' + DT.BAD + '"></span>holds a NaN/Inf (white: finite)';
   return out;
 };
 

@@ -1,12 +1,14 @@
 // main.js: read the payload, draw, and wire the controls (the page's only entry point).
-// reads: DT.Layout DT.MiniMap DT.Model DT.Panel DT.View DT.png DT.save DT.search DT.svgText
+// reads: DT.Layout DT.MiniMap DT.Model DT.Panel DT.Values DT.View DT.png DT.save DT.search DT.svgText
 // defines: DT.app DT.start
 "use strict";
 var DT = window.DT || (window.DT = {});
 
 DT.start = function () {
   var p = JSON.parse(document.getElementById("dt-data").textContent);
-  var m = new DT.Model(p), layout = new DT.Layout(m), view = new DT.View(m, layout, document.getElementById("canvas"));
+  var m = new DT.Model(p);
+  m.values = new DT.Values(m);  // stats.js: the capture's statistics and its first NaN/Inf, when it has them
+  var layout = new DT.Layout(m), view = new DT.View(m, layout, document.getElementById("canvas"));
   var panel = new DT.Panel(m, document.getElementById("details"), document.getElementById("crumbs"));
   var map = new DT.MiniMap(view, document.getElementById("map"));
   var app = DT.app = { model: m, layout: layout, view: view, panel: panel, map: map, selected: null, matches: [], hit: -1,
@@ -30,8 +32,10 @@ DT.start = function () {
     }
     var matches = {};
     app.matches.forEach(function (k) { matches[k] = true; });
+    var nf = m.values.first >= 0 ? m.leafOfOp(m.values.first) : null;  // what stands for the op that made the first NaN/Inf
     view.vp.querySelectorAll(".node, .box").forEach(function (n) {
       var k = n.getAttribute("data-key");
+      n.classList.toggle("nf-first", k === nf);
       n.classList.toggle("selected", k === app.selected);
       n.classList.toggle("match", !!matches[k] && k !== app.selected);
       n.classList.toggle("up", dir === "up" && !!lit[k]);
@@ -106,6 +110,17 @@ DT.start = function () {
     return app.redraw(function () { app.select(key[0] === "f" ? "c" + key.slice(1) : key); view.centre(key[0] === "f" ? "c" + key.slice(1) : key); });
   };
 
+  // The op that made the first NaN/Inf (Python's g.first_nonfinite()): opened to, centred and selected.
+  var nfButton = document.getElementById("first-nf"), vals = m.values;
+  nfButton.disabled = vals.first < 0;
+  nfButton.title = vals.missing() ? "no values: " + vals.missing() : !vals.nf ? "no NaN or Inf: every value is finite"
+    : vals.first < 0 ? "the first NaN/Inf is in " + vals.nf.phase + ", not in this view (render with phase=\"all\")"
+    : "go to %" + vals.nf.name + ", the op that made the first NaN/Inf (n)";
+  app.firstNonfinite = function () {
+    if (vals.first < 0) { traced.textContent = nfButton.title; return app.ready; }
+    return app.go("o" + vals.first);
+  };
+
   var search = document.getElementById("search"), hits = document.getElementById("hits");
   function step(d) {
     if (!app.matches.length) return;
@@ -127,6 +142,7 @@ DT.start = function () {
   on("to-depth", function () { app.openTo(+document.getElementById("depth").value || 0); });
   on("open-all", function () { app.openAll(); });
   on("fit", function () { view.fit(); });
+  on("first-nf", function () { app.firstNonfinite(); });
   on("export", function () { DT.save(new Blob([DT.svgText(view)], { type: "image/svg+xml" }), (m.title || "capture") + ".svg"); });
   on("export-png", function () {
     DT.png(view, function (blob, why) { if (blob) DT.save(blob, (m.title || "capture") + ".png"); else traced.textContent = "no PNG: " + why; });
@@ -144,6 +160,7 @@ DT.start = function () {
     else if (ev.key === "u") app.highlight("up");
     else if (ev.key === "d") app.highlight("down");
     else if (ev.key === "a") app.openAll();
+    else if (ev.key === "n") app.firstNonfinite();
     else if (ev.key === "Escape") { app.trace = null; traced.textContent = ""; mark(); }
   });
   app.redraw(function () { view.fit(); panel.trail(m.calls.length > 1 ? "c1" : "c0"); requestAnimationFrame(function () { setTimeout(function () { app.firstPicture = performance.now(); }, 0); }); });  // once painted

@@ -1,5 +1,5 @@
 // panel.js: the details of the selected item, the breadcrumbs, and search with next/previous.
-// reads: DT.esc DT.num
+// reads: DT.Values DT.esc DT.num DT.statsText
 // defines: DT.Panel DT.count DT.matches DT.patterns DT.search DT.translate
 "use strict";
 var DT = window.DT || (window.DT = {});
@@ -46,6 +46,32 @@ DT.Panel.prototype.users = function (j) {
   return m.outE[j].map(function (e) { return m.edges[e][1]; });
 };
 
+// The rows of an op's or a call's values (stats.js): its results' statistics, an op's inputs', where the
+// first NaN/Inf was made; one row saying why when the capture has none.
+DT.Panel.prototype.values = function (t, n) {
+  var v = this.m.values, m = this.m;
+  if (!v) return [];
+  var why = v.missing();
+  if (why) return [["values", '<span class="novals">' + DT.esc(why) + "</span>"]];
+  function list(pairs) {
+    return pairs.map(function (x) {
+      var s = x[1], cls = DT.Values.bad(s) ? ' class="nonfinite"' : "";
+      return "<div" + cls + "><code>" + DT.esc(m.p.s[x[0]]) + "</code> " + DT.esc(DT.statsText(s)) + "</div>";
+    }).join("");
+  }
+  if (t === "o") {
+    var row = v.ops[n] || [[], []], first = v.first === n;
+    return [["values", list(row[0]) || "no results"], ["input values", list(row[1]) || null],
+            ["NaN/Inf", first ? '<span class="nonfinite">' + (v.nf.carried ? "the first op to read the first NaN/Inf (already in its input)"
+                                                               : "made the first NaN/Inf of the capture") + "</span>" : null]];
+  }
+  var c = m.calls[n], outs = v.calls[n] || [];
+  var pairs = outs.map(function (s, k) { return [null, s, c.outs[k]]; });
+  return [["output values", pairs.map(function (x) {
+    return "<div" + (DT.Values.bad(x[1]) ? ' class="nonfinite"' : "") + "><code>" + DT.esc(x[2] || "") + "</code> " + DT.esc(DT.statsText(x[1])) + "</div>";
+  }).join("") || null], ["NaN/Inf", v.bad(t + n) ? '<span class="nonfinite">an op inside holds a NaN or Inf</span>' : null]];
+};
+
 DT.Panel.prototype.show = function (key) {
   var m = this.m, t = key[0], n = +key.slice(1), self = this, html;
   var args = function (s) { return DT.esc(s).replace(/\$(\d+)/g, function (_, k) { return "<code>" + DT.esc(m.p.s[+k]) + "</code>"; }); };
@@ -55,6 +81,7 @@ DT.Panel.prototype.show = function (key) {
       ["target", "<code>" + DT.esc(o.target) + "</code>"],
       ["arguments", args(o.args)],
       ["outputs", o.outs.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
+    ].concat(this.values("o", n), [
       ["phase", o.phase === "forward" ? null : DT.esc(o.phase)],
       ["writes", o.inplace ? "in place (mutates an input)" : o.view ? "a view of its input" : "new tensors"],
       ["FLOPs", o.flops === null ? "no formula" : '<span class="flops" data-v="' + o.flops + '">' + o.flops.toLocaleString("en") + "</span> (" + DT.num(o.flops) + ")"],
@@ -63,7 +90,7 @@ DT.Panel.prototype.show = function (key) {
       ["call", this.callPath(o.call)],
       ["producers", this.producers(n).map(function (j) { return self.opName(j); }).join(", ") || "none"],
       ["users", users.map(function (j) { return j >= m.ops.length ? "output" : self.opName(j); }).join(", ") || "none"],
-    ]);
+    ]));
   } else if (t === "c" || t === "f") {
     var c = m.calls[n], run = t === "f" ? m.runOf[n] : null;
     html = "<h3>" + DT.esc(run ? m.runLabel(run) : m.label(c)) + "</h3>" + this.rows([
@@ -73,12 +100,13 @@ DT.Panel.prototype.show = function (key) {
       ["folded", run ? run.length + " identical chained calls: " + run.map(function (i) { return self.link("c" + i, m.label(m.calls[i])); }).join(", ") : null],
       ["inputs", c.ins.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
       ["outputs", c.outs.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
+    ].concat(this.values(t, n), [
       ["parameters", c.params === null ? null : DT.num(c.params) + " with children, " + DT.num(c.selfParams) + " own"],
       ["FLOPs", c.flops === null ? "no formula" : '<span class="flops" data-v="' + c.flops + '">' + c.flops.toLocaleString("en") + "</span> (" + DT.num(c.flops) + ") inclusive, " + DT.num(c.selfFlops) + " in its own ops"],
       ["bytes", DT.num(c.bytes) + " inclusive, " + DT.num(c.selfBytes) + " own"],
       ["called from", c.src ? "<code>" + DT.esc(c.src) + "</code>" : null],
       ["contains", DT.count(c.calls.length, "call") + ", " + DT.count(c.ops.length, "op") + " directly"],
-    ]);
+    ]));
   } else {
     html = "<h3>" + (t === "i" ? "input" : "output") + "</h3>" + this.rows([["tensors", DT.esc(t === "i" ? m.inputs[n] : m.outputs.join(", "))]]);
   }
