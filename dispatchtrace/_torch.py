@@ -104,6 +104,21 @@ def collective_result(t: torch.Tensor) -> torch.Tensor | None:
     return elem if isinstance(elem, torch.Tensor) else None
 
 
+def reduce_op_code(obj: Any) -> int | None:
+    """The ``RedOpType`` number of a c10d ``ReduceOp`` as a dispatch mode sees it (a ``torch.ScriptObject``),
+    or ``None`` where that object has no ``op()`` to read it (torch 2.8: the reduce op of a c10d
+    collective cannot be known from its op; a functional collective names it)."""
+    return int(obj.op()) if obj._has_method("op") else None
+
+
+def reduce_op_readable() -> bool:
+    """Whether this torch's c10d ``ReduceOp`` script objects say which reduce op they are (``reduce_op_code``)."""
+    try:
+        return torch.classes.c10d.ReduceOp()._has_method("op")
+    except (RuntimeError, AttributeError):  # a torch built without distributed
+        return False
+
+
 def has_values(t: torch.Tensor) -> bool:
     """False for meta and fake tensors (``FakeTensorMode``): they have shapes, dtypes and strides, no data."""
     from torch._subclasses.fake_tensor import is_fake

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dispatchtrace as dt
-from dispatchtrace._torch import NODE_CREATION_HOOK
+from dispatchtrace._torch import NODE_CREATION_HOOK, reduce_op_readable
 from dispatchtrace.models import CoolCNN  # the first seed's model, verbatim
 
 __all__ = ["CoolCNN", "CountOps", "coolcnn", "example", "llama7b", "resnet50", "traced"]
@@ -77,6 +77,13 @@ needs_node_hook = pytest.mark.skipif(
            "(origin, grad_of, recomputed calls) and g.saved stand on it",
 )
 """For a test of what a torch before 2.14 cannot do (``docs/compatibility.md``)."""
+
+needs_reduce_op = pytest.mark.skipif(
+    not reduce_op_readable(),
+    reason="this torch's c10d ReduceOp script object has no op() (torch 2.8): a c10d collective's reduce op "
+           "cannot be known, so ranks reducing with sum and with max look alike",
+)
+"""For a test that tells c10d collectives apart by their reduce op."""
 
 
 def llama7b() -> dt.Graph:

@@ -13,19 +13,21 @@ from typing import Any
 
 import torch
 
+from .._torch import reduce_op_code
 from ..graph import Group, Opaque
 
 
 def recorded_object(a: Any) -> Any:
     """An argument leaf that is neither a tensor nor a plain value, as capture records it: a
-    process group as its ``Group``, a reduce op as its name, any other c10d ``torch.ScriptObject``
+    process group as its ``Group``, a reduce op as its name (an ``Opaque`` where torch cannot say it), any other c10d ``torch.ScriptObject``
     (a ``Work``) as an ``Opaque`` naming its class; anything else as it is."""
     if isinstance(a, torch.ScriptObject):
         kind = a._type().qualified_name()
         if kind.endswith(".c10d.ProcessGroup"):
             return group_of(torch.distributed.ProcessGroup.unbox(a))
-        if kind.endswith(".c10d.ReduceOp"):
-            return reduce_name(a.op())
+        if kind.endswith(".c10d.ReduceOp"):  # on torch 2.8 it cannot say which: kept as an Opaque
+            code = reduce_op_code(a)
+            return reduce_name(code) if code is not None else Opaque(kind, "<ReduceOp>")
         if ".c10d." in kind:  # a Work: a handle on this process's pending communication
             return Opaque(kind, f"<{kind.rpartition('.')[2]}>")
         return a  # another torchbind object (a profiler _RecordFunction): replay passes it back

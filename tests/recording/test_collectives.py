@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
 
 import dispatchtrace as dt
+from dispatchtrace._torch import reduce_op_readable
 from dispatchtrace.graph import Group
 from dispatchtrace.serialize import dumps, loads
 
@@ -50,7 +51,8 @@ def test_collectives_record_their_meaning_not_process_objects(world):
     assert [c.op.target.split(".")[0] for c in found] == ["c10d", "_c10d_functional", "c10d", "c10d", "_c10d_functional"]
     whole = Group("0", tuple(range(64)), 3, "fake")
     assert all(c.group == whole for c in found)
-    assert [c.reduce for c in found] == ["max", "sum", None, None, "sum"]
+    c10d_max = "max" if reduce_op_readable() else None  # torch 2.8's c10d ReduceOp cannot say which it is
+    assert [c.reduce for c in found] == [c10d_max, "sum", None, None, "sum"]
     for op in g.ops:  # no ScriptObject, ProcessGroup or Work kept anywhere
         assert not any(isinstance(a, (torch.ScriptObject, dist.ProcessGroup)) for a in op.args)
     n = 4 * 8 * 4

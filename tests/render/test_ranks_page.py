@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from models import needs_reduce_op
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -56,6 +57,7 @@ def ranks() -> dict[int, dt.Graph]:
     return {r: _rank(r, 2, model) for r in (0, 1)}
 
 
+@needs_reduce_op
 def test_payload_aligns_each_groups_collectives_by_position(ranks):
     p = ranks_payload(ranks)
     assert p["ranks"] == [0, 1]
@@ -77,6 +79,7 @@ def test_agreeing_ranks_have_no_highlighted_row(ranks):
     assert p["mismatch"] is None and all(r["agree"] and not r["first"] for r in p["groups"][0]["rows"])
 
 
+@needs_reduce_op
 def test_page_holds_a_viewer_per_rank_and_the_aligned_table(ranks):
     text = ranks_page(ranks, HtmlOptions(title="branchy"))
     frames = re.findall(r'<iframe class="rank" data-rank="(\d)" title="rank \d" srcdoc="([^"]*)"', text)
