@@ -3,8 +3,10 @@
 Run: .venv/bin/python benchmarks/numerics.py [--repeat 5] [--layers 126] [--skip-resnet]
 
 - ResNet-50 on the CPU, one thread, eval, ``torch.no_grad()``, 1 x 3 x 224 x 224: a plain forward, the
-  stats-free ``dt.capture``, ``dt.capture(values="stats")`` and DebugMode with ``log_tensor_hashes()`` (its
-  default L2-norm hash of every op output), interleaved, medians (``overhead.interleaved``).
+  stats-free ``dt.capture``, ``dt.capture(values="stats")``, DebugMode with ``log_tensor_hashes()`` (its
+  default L2-norm hash of every op output) and a floor: a bare dispatch mode that takes one ``aminmax`` of
+  each tensor an op returns (the cheapest pass any value statistic needs, with no recording at all),
+  interleaved, medians (``overhead.interleaved``).
 - ``dt.diff`` of two captures of the Llama-style decoder of ``examples/llama_meta.py`` on the CPU at a small
   width (dim 64, 4 heads, 2 KV heads, hidden 128, 16 tokens) and ``--layers`` deep (160: about 12k ops), with
   stats, one with one weight perturbed: live, and loaded from saved files; with ``tracemalloc``'s peak.
@@ -26,8 +28,23 @@ import overhead
 import torch
 import torchvision
 from torch.utils._debug_mode import DebugMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import dispatchtrace as dt
+
+
+class OnePass(TorchDispatchMode):
+    """The floor: each tensor an op returns read once by ``aminmax`` (its result brought to Python), nothing
+    recorded. Any per-value statistic costs at least this."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.numel() and t.dtype.is_floating_point:
+                lo, hi = torch.aminmax(t)
+                lo.item(), hi.item()
+        return out
 
 
 def resnet(repeat: int) -> None:
@@ -49,12 +66,17 @@ def resnet(repeat: int) -> None:
         with DebugMode() as mode, mode.log_tensor_hashes():
             model(x)
 
+    def one_pass() -> None:
+        with OnePass():
+            model(x)
+
     with torch.no_grad():
-        times = overhead.interleaved({"plain": plain, "capture": capture, "stats": stats, "hashes": hashes}, repeat)
+        times = overhead.interleaved({"plain": plain, "capture": capture, "stats": stats, "hashes": hashes,
+                                      "one_pass": one_pass}, repeat)
     base = times["plain"]
     print(f"resnet50 cpu, 1 thread, load average {overhead.loadavg()}")
     for name, label in (("plain", "plain forward"), ("capture", "dt.capture"), ("stats", 'dt.capture(values="stats")'),
-                        ("hashes", "DebugMode + log_tensor_hashes()")):
+                        ("hashes", "DebugMode + log_tensor_hashes()"), ("one_pass", "floor: one aminmax per output")):
         print(f"  {label:<34} {times[name] * 1e3:8.1f} ms  {times[name] / base:5.2f}x")
 
 

@@ -27,6 +27,52 @@ def test_stats_of_counts_and_moments_in_float64() -> None:
     assert half is not None and (half.min, half.max, half.mean) == (-0.5, 1.5, 0.5)
 
 
+def test_stats_of_large_tensors_sum_in_float64_across_blocks() -> None:
+    """Past ``_SMALL`` elements the sum and norm are float32 within blocks of ``_BLOCK`` and float64 across
+    them, the elements past the last whole block included; a float32 sum of the whole is off by much more."""
+    from dispatchtrace.recording._stats import _BLOCK, _SMALL, _block
+
+    n = next(m for m in range(8 * _BLOCK * _BLOCK + 1, 9 * _BLOCK * _BLOCK, 2) if _block(m) == 0)
+    assert n > _SMALL and n % _BLOCK  # no block size divides it: the elements past the last whole block apart
+    for size in (n, 1000 * 1000):  # (and one that blocks of 1000 divide)
+        x = torch.full((size,), 0.1)
+        x[-(size % _BLOCK or 500):] = 7.0  # the tail carries its own value: dropping or double-counting it shows
+        exact = x.double().sum().item()
+        s = stats_of(x)
+        assert s is not None and s.numel == size
+        assert abs(s.mean * size - exact) < 1e-6 * exact  # float32 blocks of 0.1: each exact to ~1e-7
+        assert s.norm == pytest.approx(x.double().norm().item(), rel=1e-6)
+    torch.manual_seed(0)
+    y = torch.randn(n) + 1e3  # a large offset: float32 loses the low digits of one long running sum
+    assert abs(stats_of(y).mean * n - y.double().sum().item()) < 1e-6 * n
+
+
+def test_stats_of_a_permuted_or_gapped_view_are_those_of_its_elements() -> None:
+    torch.manual_seed(0)
+    w = torch.randn(300, 200)
+    w[3, 4] = 0.0
+    w[5, 6] = -0.0
+    for view in (w.t(), w.view(30, 10, 200).permute(2, 0, 1), w[:, ::3], w.expand(2, 300, 200)[1]):
+        s, ref = stats_of(view), stats_of(view.contiguous())
+        assert s is not None and ref is not None
+        assert (s.numel, s.zeros, s.min, s.max) == (ref.numel, ref.zeros, ref.min, ref.max)
+        assert s.mean == pytest.approx(ref.mean, abs=1e-6) and s.norm == pytest.approx(ref.norm, rel=1e-6)  # (order: float32 blocks)
+    assert stats_of(w.t()).zeros == 2  # -0.0 is a zero
+
+
+def test_a_view_of_the_same_elements_shares_its_source_stats_but_not_a_dtype_view() -> None:
+    lin = nn.Linear(64, 32)
+    x = torch.randn(4, 64)
+    with dt.capture(lin, values="stats") as g:
+        y = lin(x)
+        bits = y.view(torch.int32)
+    t = g.find_ops("aten.t*")[0]
+    assert g.stats[t.outputs[0].id] == g.stats[t.inputs[0].id]  # the transposed weight: the weight's own stats
+    as_int = g.find_ops("aten.view.dtype")[0]
+    s = g.stats[as_int.outputs[0].id]
+    assert s == stats_of(bits) and s != g.stats[as_int.inputs[0].id]  # other numbers: their own stats
+
+
 def test_stats_of_ints_bools_empty_and_tensors_without_values() -> None:
     i = stats_of(torch.tensor([3, 0, -4]))
     assert i is not None and (i.min, i.max, i.zeros, i.nan, i.norm) == (-4.0, 3.0, 1, 0, 5.0)
