@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_diff_page import run
+from test_diff_page import one_more_call, run
 from torch import nn
 from viewer_page import Page, require_browser
 
@@ -106,14 +106,7 @@ def test_bf16_casts_are_marked_inside_aligned_calls(browser: object, tmp_path: P
 
 
 def test_a_call_of_one_side_shows_only_that_side(browser: object, tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    a_model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-    b_model = nn.Sequential(*copy.deepcopy(a_model), nn.Linear(4, 2))  # the same two calls, and one more
-    x = torch.ones(1, 4)
-    with torch.no_grad(), dt.capture(a_model, values="stats") as a:
-        a_model(x)
-    with torch.no_grad(), dt.capture(b_model, values="stats") as b:
-        b_model(x)
+    a, b = one_more_call()
     dt.write_diff(dt.diff(a, b), tmp_path / "side.html")
     p = open_page(browser, tmp_path / "side.html")
     side = p.page.locator("#tree .row.side")

@@ -25,6 +25,19 @@ def run(model: nn.Module, **kw: object) -> dt.Graph:
     return g
 
 
+def one_more_call() -> tuple[dt.Graph, dt.Graph]:
+    """Two captures whose second has the first's two calls and one more (a call of one side)."""
+    torch.manual_seed(0)
+    a_model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    b_model = nn.Sequential(*copy.deepcopy(a_model), nn.Linear(4, 2))  # the same two calls, and one more
+    x = torch.ones(1, 4)
+    with torch.no_grad(), dt.capture(a_model, values="stats") as a:
+        a_model(x)
+    with torch.no_grad(), dt.capture(b_model, values="stats") as b:
+        b_model(x)
+    return a, b
+
+
 @pytest.fixture(scope="module")
 def perturbed() -> tuple[dt.Graph, dt.Graph]:
     torch.manual_seed(0)
@@ -56,14 +69,7 @@ def test_the_payload_marks_the_first_departure_and_each_calls_error(perturbed: t
 
 
 def test_calls_of_one_side_and_changed_ops_are_marked() -> None:
-    torch.manual_seed(0)
-    a_model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
-    b_model = nn.Sequential(*copy.deepcopy(a_model), nn.Linear(4, 2))  # the same two calls, and one more
-    x = torch.ones(1, 4)
-    with torch.no_grad(), dt.capture(a_model, values="stats") as a:
-        a_model(x)
-    with torch.no_grad(), dt.capture(b_model, values="stats") as b:
-        b_model(x)
+    a, b = one_more_call()
     p = diff_payload(dt.diff(a, b))
     side = [c for c in p["calls"] if c["side"] != "both"]
     assert [(c["side"], c["label"], c["type"], p["calls"][c["parent"]]["label"]) for c in side] == [("b", "2", "Linear", "Sequential")]
