@@ -14,9 +14,18 @@ call and numbered in walk order, with producers, users and refs linking only ops
   ran; calls with no such op are left out. Calls have no inputs or outputs here (their forward
   tensors are not what backward reads), the view has no outputs.
 - ``"all"``: every op; each call holds its forward children as they ran, then the backward and
-  recompute ops it owns (as in ``"backward"``), then the optimizer ops that update its module's
-  parameters (an op that writes one module's parameters or their state: under that module's first
-  call, as the viewer groups them); other optimizer ops and ops of no call stay at the root.
+  recompute ops it owns (as in ``"backward"``). The optimizer ops that update one module's
+  parameters (an op that writes them or their state, ``0.weight.momentum_buffer``) go into one
+  *group* per module, ``optimizer: layer1.0.conv1``, beside that module's first call (at the end of
+  its parent's children), holding a group per parameter, ``layer1.0.conv1.weight``, with that
+  parameter's ops (an op over several of the module's parameters stays in the module's group). The
+  optimizer ops over several modules' parameters (a foreach or fused step) go into one ``optimizer``
+  group at the root, the backward ops with no call to go under (a functional loss's) into one
+  ``backward`` group at the root, each where its first op was.
+
+A group is a ``Call`` of the view with no module (``PhaseGraph.groups``; type ``optimizer``,
+``parameter`` or ``backward``, its label its path): every view draws it as a box of its own, and
+``depth="auto"`` counts it as any other box. It is not in ``PhaseGraph.original``.
 
 Optimizer ops appear only under ``"all"``. A capture with no op outside ``forward`` is its own
 view under every phase: the graph itself is returned.
@@ -25,7 +34,7 @@ view under every phase: the graph itself is returned.
 from __future__ import annotations
 
 import weakref
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from operator import attrgetter, ne
 from typing import get_args
@@ -45,6 +54,8 @@ class PhaseGraph(Graph):
         self.original: dict[Call, Call] = {}
         self.source_op: dict[Op, Op] = {}
         """Each op of the view to the capture's op it copies."""
+        self.groups: set[Call] = set()
+        """The calls of the view that group ops by what they update (``"all"``: see the module docstring)."""
 
     @property
     def base(self) -> Graph | None:
@@ -111,6 +122,15 @@ def phase_graph(graph: Graph, phase: PhaseView = "forward") -> Graph:
 _CACHE: weakref.WeakKeyDictionary[Graph, dict[str, Graph]] = weakref.WeakKeyDictionary()
 
 
+@dataclass(eq=False, slots=True)
+class _Group:
+    """A box of the ``"all"`` view that no module call made (``PhaseGraph.groups``): its label and its children."""
+
+    path: str
+    type: str
+    children: list[Op | _Group] = field(default_factory=list)
+
+
 class _Builder:
     """One phase view: which op goes under which call, then the copies."""
 
@@ -124,6 +144,7 @@ class _Builder:
         for call in reversed(graph.calls):
             self.first[call.path] = call
         self.inputs = {r.name for r in graph.inputs}  # a leaf input's gradient is accumulated at the root
+        self.param: dict[Op, str] = {}  # "all": the parameter each optimizer op updates, where it is one
 
     def _home(self, op: Op) -> Call | None:
         """The capture's call a backward or recompute op is shown under (``None``: the root)."""
@@ -147,30 +168,113 @@ class _Builder:
                 homes.add(path)
         return self.first[homes.pop()] if len(homes) == 1 else None
 
-    def _children(self) -> dict[Call, list[Child]]:
-        """The children of each capture call in the view, still the capture's objects."""
-        moved: dict[Call, list[Op]] = {}  # backward, recompute ("all": optimizer) ops, by the call shown under
+    @staticmethod
+    def _parameter(op: Op, module: str) -> str | None:
+        """The one parameter of module path ``module`` that optimizer op ``op`` updates (a state's parameter:
+        ``conv1.weight`` for ``conv1.weight.momentum_buffer``), ``None`` when it touches several."""
+        names: set[str] = set()
+        for ref in op.mutated or op.inputs:
+            if ref.name is None or ref.kind not in ("parameter", "constant"):
+                continue
+            name = ref.name if ref.kind == "parameter" else ref.name.rpartition(".")[0]
+            if name.rpartition(".")[0] == module:
+                names.add(name)
+        return names.pop() if len(names) == 1 else None
+
+    def _optimizer_homes(self) -> dict[Op, Call]:
+        """``"all"``: the root's optimizer ops that update one module, each with that module's first call, and
+        ``self.param`` the parameter each updates where it is one. An op that touches no named tensor (a
+        momentum buffer's ``clone`` of a gradient) belongs where every op reading its result belongs."""
+        ops = [op for op in self.g.ops if op.phase == "optimizer" and op.call is self.g.root]
+        homes: dict[Op, Call] = {}
+        self.param.clear()
+        for op in ops:
+            home = self._updates(op)
+            if home is not None:
+                homes[op] = home
+                name = self._parameter(op, home.path)
+                if name is not None:
+                    self.param[op] = name
+        for op in reversed(ops):
+            if op in homes or not op.users or any(u.phase != "optimizer" for u in op.users):
+                continue
+            found = {homes.get(u) for u in op.users}
+            if len(found) == 1 and None not in found:
+                homes[op] = found.pop()
+                names = {self.param.get(u) for u in op.users}
+                if len(names) == 1 and None not in names:
+                    self.param[op] = names.pop()
+        return homes
+
+    def _optimizer_groups(self, updates: dict[Call, list[Op]]) -> dict[Call, list[_Group]]:
+        """``"all"``: each module's optimizer ops as one group, a group per parameter inside, by the parent of
+        the module's first call (``updates``: the ops by that first call)."""
+        out: dict[Call, list[_Group]] = {}
+        for home, ops in updates.items():
+            box = _Group(f"optimizer: {home.path or home.type}", "optimizer")
+            per: dict[str, _Group] = {}
+            for op in ops:
+                name = self.param.get(op)
+                if name is None:
+                    box.children.append(op)
+                    continue
+                group = per.get(name)
+                if group is None:
+                    group = per[name] = _Group(name, "parameter")
+                    box.children.append(group)
+                group.children.append(op)
+            out.setdefault(home.parent or self.g.root, []).append(box)
+        return out
+
+    def _children(self) -> dict[Call, list[Child | _Group]]:
+        """The children of each capture call in the view, still the capture's objects (and ``"all"``'s groups)."""
+        moved: dict[Call, list[Op]] = {}  # backward, recompute ops, by the call shown under
+        updates: dict[Call, list[Op]] = {}  # "all": optimizer ops, by the first call of the module they update
         placed: set[Op] = set()
         for op in self.g.ops:
             if op.phase in _BACKWARD and self.phase != "forward":
                 home = self._home(op)
                 if home is not None or self.phase == "backward":
                     moved.setdefault(home or self.g.root, []).append(op)
-            elif op.phase == "optimizer" and self.phase == "all" and op.call is self.g.root:
-                home = self._updates(op)
-                if home is not None:
-                    moved.setdefault(home, []).append(op)
+        if self.phase == "all":
+            homes = self._optimizer_homes()
+            for op in self.g.ops:
+                if op in homes:
+                    updates.setdefault(homes[op], []).append(op)
                     placed.add(op)
         if self.phase == "backward":
-            return self._backward_tree(moved)
+            return self._backward_tree(moved)  # type: ignore[return-value]
         keep = ("forward",) if self.phase == "forward" else ("forward", "optimizer", *_BACKWARD)
-        kids: dict[Call, list[Child]] = {}
+        kids: dict[Call, list[Child | _Group]] = {}
         for call in [self.g.root, *self.g.calls]:
             kids[call] = [c for c in call.children if isinstance(c, Call) or (
                 c.phase in keep and c not in placed and (c.phase not in _BACKWARD or self._home(c) is None))]
         for call, ops in moved.items():  # "all": a call's own backward ops after its forward children
             kids[call].extend(ops)
+        if self.phase == "all":
+            for call, boxes in self._optimizer_groups(updates).items():
+                kids[call].extend(boxes)
+            kids[self.g.root] = self._root_groups(kids[self.g.root])
         return kids
+
+    @staticmethod
+    def _root_groups(items: list[Child | _Group]) -> list[Child | _Group]:
+        """``"all"``: the root's backward ops (no call to go under) as one ``backward`` group, its optimizer ops
+        over several modules as one ``optimizer`` group, each where its first op was."""
+        out: list[Child | _Group] = []
+        boxes: dict[str, _Group] = {}
+        for item in items:
+            phase = item.phase if isinstance(item, Op) else None
+            kind = "backward" if phase in _BACKWARD else "optimizer" if phase == "optimizer" else None
+            if kind is None:
+                out.append(item)
+                continue
+            box = boxes.get(kind)
+            if box is None:
+                box = boxes[kind] = _Group(kind, kind)
+                out.append(box)
+            box.children.append(item)  # type: ignore[arg-type]
+        return out
 
     def _backward_tree(self, extra: dict[Call, list[Op]]) -> dict[Call, list[Child]]:
         """``"backward"``: the calls that own a backward op (and their parents), children by first op run."""
@@ -196,7 +300,10 @@ class _Builder:
         view.root = self.copy[g.root] = _clone(g.root, None, self.phase)
         view.original[view.root] = g.root
         self._fill(g.root, kids)
-        view.calls = [self.copy[c] for c in g.calls if c in self.copy]  # entry order, as the capture's
+        if self.phase == "all":  # entry order, as the capture's, with the groups where they stand
+            view.calls = [c for c in view.root.walk() if isinstance(c, Call)]
+        else:
+            view.calls = [self.copy[c] for c in g.calls if c in self.copy]  # entry order, as the capture's
         for op, new in self.new_op.items():
             new.producers = tuple(self.new_op[p] for p in op.producers if p in self.new_op)
             new.users = tuple(self.new_op[u] for u in op.users if u in self.new_op)
@@ -216,15 +323,22 @@ class _Builder:
         view.complete = g.complete
         return view
 
-    def _fill(self, call: Call, kids: dict[Call, list[Child]]) -> None:
+    def _fill(self, call: Call, kids: dict[Call, list[Child | _Group]]) -> None:
         """Copy ``call``'s children in view order: ops numbered as they are met, sub-calls recursively."""
-        new = self.copy[call]
-        for child in kids.get(call, []):
+        self._place(self.copy[call], kids.get(call, []), kids)
+
+    def _place(self, new: Call, items: list[Child | _Group], kids: dict[Call, list[Child | _Group]]) -> None:
+        for child in items:
             if isinstance(child, Call):
                 sub = self.copy[child] = _clone(child, new, self.phase)
                 self.view.original[sub] = child
                 new.children.append(sub)
                 self._fill(child, kids)
+            elif isinstance(child, _Group):
+                box = new_call(child.path, child.type, 0, new)
+                self.view.groups.add(box)
+                new.children.append(box)
+                self._place(box, child.children, kids)  # type: ignore[arg-type]
             else:
                 op = replace(child, index=len(self.view.ops), call=new, _users=())
                 op.origin = self.copy.get(child.origin) if child.origin is not None else None

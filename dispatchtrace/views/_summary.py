@@ -195,8 +195,9 @@ def summary(graph: Graph, depth: Depth = "all", *, phase: PhaseView = "forward")
     training = has_training(graph)
     split = _Split(graph) if training else None
     rows = []
+    groups = view.groups if isinstance(view, PhaseGraph) else set()
     for call in view.calls:
-        if isinstance(depth, int) and call.depth > depth:
+        if (isinstance(depth, int) and call.depth > depth) or call in groups:  # module calls only, not "all"'s groups
             continue
         cost = c.call(call)
         module = call.module
@@ -247,7 +248,10 @@ class _Split:
 def _total_trainable(graph: Graph) -> tuple[int | None, int | None]:
     """Trainable and frozen elements of every called module's parameters, each tensor once."""
     seen: dict[int, Any] = {}
+    groups = graph.groups if isinstance(graph, PhaseGraph) else set()
     for call in graph.calls:
+        if call in groups:
+            continue
         module = call.module
         if module is None:
             return None, None

@@ -13,7 +13,7 @@ from vision import torchvision
 import dispatchtrace as dt
 from dispatchtrace import cli
 from dispatchtrace._torch import NO_NODE_CREATION_HOOK, NODE_CREATION_HOOK
-from dispatchtrace.graph import PHASE_VIEWS, Op
+from dispatchtrace.graph import PHASE_VIEWS, Call, Op
 from dispatchtrace.models import CoolCNN
 from dispatchtrace.render._dot import PHASE_FILL
 from dispatchtrace.views import costs, phase_graph
@@ -215,11 +215,23 @@ def test_the_all_view_puts_optimizer_ops_under_the_module_they_update_and_names_
     steps = [op for op in view.ops if op.phase == "optimizer"]
     assert len(steps) == len(list(model.parameters()))
     assert not [c for c in view.root.children if isinstance(c, Op) and c.phase == "optimizer"]
-    for op in steps:
+    for op in steps:  # in a box named after the parameter, in one named after its module, beside that module's call
         (written,) = op.mutated
-        assert view.original[op.call].path == written.name.rpartition(".")[0]  # under the module it updates
+        param, module = op.call, op.call.parent
+        assert (param.path, param.type, module.type) == (written.name, "parameter", "optimizer")
+        owner = written.name.rpartition(".")[0]
+        assert module.path == f"optimizer: {owner}" and {param, module} <= view.groups
+        assert any(view.original.get(c) is not None and view.original[c].path == owner for c in module.parent.children)
+    (backward,) = [c for c in view.root.children if isinstance(c, Call) and c.path == "backward"]
+    assert backward in view.groups and [o.short for o in backward.ops][0] == "aten::nll_loss_backward"
+    assert not [c for c in view.root.children if isinstance(c, Op) and c.phase != "forward"]
+    assert view.calls == [c for c in view.root.walk() if isinstance(c, Call)]
+    assert [r.label for r in g.summary(phase="all")] == [c.label for c in g.calls]  # groups are no rows
     tree = str(g.tree(phase="all"))
+    lines = [line.split("── ")[-1] for line in tree.splitlines()]
+    assert {name for name, _ in model.named_parameters()} == {x.removesuffix(" (parameter)") for x in lines if x.endswith(" (parameter)")}
     if NODE_CREATION_HOOK:  # each backward op sits under the call it differentiates
-        assert "parallel branches" not in tree.splitlines()[-1] and tree.count("\n") < 157
+        # the groups add a line each, and a parallel-branch split (two lines) inside a module's group of two parameters
+        assert tree.count("\n") < 157 + len(view.groups) + 3 * sum(len(list(c.children)) == 2 for c in view.groups)
     else:  # no forward call to put a backward op under: the capture says why
         assert NO_NODE_CREATION_HOOK in g.notes
