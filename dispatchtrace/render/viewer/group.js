@@ -128,14 +128,15 @@ DT.ranks = function (kids, size, edges) {
 // lies beside it, by as much as it grew. The edges' points move by the same rule (DT.shiftRoute), so
 // they keep to the gaps between the boxes they ran between.
 // One route after box a grew by dw, dh: a point below a moves down, one level with a and to its right
-// moves right; a vertical segment right of a that enters or leaves a's band is split there, and steps
-// right along a's top where it enters and down then back along a's new bottom where it leaves, so no
+// moves right (a point on a's top line too: the end of an edge into a box beside a); a vertical segment right
+// of a that ends on that line steps right in the gap above it; one that enters or leaves a's band is split
+// there, and steps right along a's top where it enters and down then back along a's new bottom where it leaves, so no
 // part of it runs through a's new extent or the boxes that moved.
 DT.shiftRoute = function (pts, a, dw, dh) {
   var top = a.y, bottom = a.y + a.h, right = a.x + a.w, out = [];
   function move(p) {
     if (p[1] >= bottom - 0.5) return [p[0], p[1] + dh];
-    if (p[1] > top && p[0] >= right - 0.5) return [p[0] + dw, p[1]];
+    if (p[1] > top - 0.5 && p[0] >= right - 0.5) return [p[0] + dw, p[1]];  // (on a's top line too: an end on a box beside a)
     return [p[0], p[1]];
   }
   for (var i = 0; i < pts.length; i++) {
@@ -143,7 +144,8 @@ DT.shiftRoute = function (pts, a, dw, dh) {
     out.push(move(p));
     if (!q || Math.abs(p[0] - q[0]) > 0.01 || p[0] < right - 0.5) continue;
     var x = p[0], lo = Math.min(p[1], q[1]), hi = Math.max(p[1], q[1]), steps = [];
-    if (lo < top && hi > top) steps.push([[x, top], [x + dw, top]]);
+    if (lo < top - 0.5 && hi > top + 0.5) steps.push([[x, top], [x + dw, top]]);
+    else if (lo < top - 0.5 && Math.abs(hi - top) <= 0.5) steps.push([[x, lo], [x + dw, lo]]);  // ends on the top line: step in the gap
     if (lo < bottom - 0.5 && hi > bottom - 0.5) steps.push([[x + dw, bottom], [x + dw, bottom + dh], [x, bottom + dh]]);
     if (q[1] < p[1]) { steps.reverse(); steps.forEach(function (s) { s.reverse(); }); }
     steps.forEach(function (s) { s.forEach(function (r) { out.push(r); }); });
