@@ -11,8 +11,6 @@ the caching allocator holds for backward.
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 import torch.nn as nn
@@ -215,17 +213,35 @@ def test_saved_activations_match_what_the_caching_allocator_holds_for_backward()
     assert peak + slack >= memory.peak - memory.baseline >= held - slack, (peak, memory.peak, memory.baseline, held)
 
 
-def test_values_stats_on_cuda() -> None:
-    if "values" not in inspect.signature(dt.capture).parameters:
-        pytest.skip("dt.capture has no values= in this revision (the numerics issue adds it)")
+def test_values_stats_on_cuda_equal_the_cpu_captures_and_find_the_first_nan() -> None:
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).cuda()
-    x = torch.randn(4, 8, device="cuda")
-    with torch.no_grad(), dt.capture(model, values="stats") as g:  # type: ignore[call-arg]
-        out = model(x)
-    g.lint()
-    relu = next(op for op in g.ops if op.target.startswith("aten.relu"))
-    stats = getattr(relu, "stats", None) or getattr(relu.outputs[0], "stats", None)
-    assert stats is not None, "values='stats' kept no statistics for a CUDA result"
-    if hasattr(stats, "max"):
-        assert float(stats.max) == pytest.approx(float(out.max()))
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+    x = torch.randn(32, 64)
+    with torch.no_grad(), dt.capture(model, values="stats") as cpu:
+        model(x)
+    model.cuda()
+    with torch.no_grad(), dt.capture(model, values="stats") as gpu:
+        out = model(x.cuda())
+    gpu.lint()
+    assert gpu.values == "stats" and [op.target for op in gpu.ops] == [op.target for op in cpu.ops]
+    for a, b in zip(cpu.ops, gpu.ops, strict=True):
+        for ra, rb in zip(a.outputs, b.outputs, strict=True):
+            sa, sb = cpu.stats.get(ra.id), gpu.stats.get(rb.id)
+            assert (sa is None) == (sb is None), a.target
+            if sa is None:
+                continue
+            assert (sb.numel, sb.nan, sb.posinf, sb.neginf) == (sa.numel, sa.nan, sa.posinf, sa.neginf), a.target
+            assert sb.min == pytest.approx(sa.min, rel=1e-4, abs=1e-5) and sb.max == pytest.approx(sa.max, rel=1e-4, abs=1e-5)
+            assert sb.mean == pytest.approx(sa.mean, rel=1e-3, abs=1e-5) and sb.norm == pytest.approx(sa.norm, rel=1e-4)
+    last = gpu.stats[gpu.ops[-1].outputs[0].id]
+    assert last.max == pytest.approx(float(out.max())) and last.norm == pytest.approx(float(out.double().norm()), rel=1e-5)
+    relu = next(op for op in gpu.ops if op.target.startswith("aten.relu"))
+    assert gpu.stats[relu.outputs[0].id].zeros == int((model[1](model[0](x.cuda())) == 0).sum())
+    with torch.no_grad():
+        model[2].weight[3, 5] = float("nan")
+    with torch.no_grad(), dt.capture(model, values="stats") as bad:
+        model(x.cuda())
+    found = bad.first_nonfinite()
+    assert found is not None and found.carried and found.op.call.path == "2", found  # read from the NaN weight (a leaf)
+
+
