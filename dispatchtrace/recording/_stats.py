@@ -30,16 +30,17 @@ def stats_of(t: Tensor) -> Stats | None:
     they do not describe (complex, sparse, quantized, nested).
 
     Fused reductions, each one pass: ``aminmax``, a sum, an L2 norm and, where ``[min, max]`` holds 0, a
-    count of zeros (on the bits, ``_nonzero``). A permuted dense tensor (a transposed weight) is
-    read as the flat block of memory it covers: the same elements, in the order torch reads fastest.
-    Sums accumulate in float64: tensors of at most ``_SMALL`` elements directly, larger float32 and narrower
-    ones in blocks of 64 to ``_BLOCK`` consecutive elements, each summed by torch's vectorized cascade in
-    float32 (relative error about 1e-7 log2 _BLOCK of the block's absolute sum), the block sums added in
-    float64 (``_sum_norm``): as fast as one float32 pass, where torch's float64 sum of a float32 tensor costs
-    six. The L2 norm likewise, by blocks' norms (torch's float32 norm of 8 M elements is off by 0.7%). A
-    sum or norm that overflows float32 is taken again in float64. The NaN and Inf counts are taken only
-    when the sum is not finite (it always is when every element is, short of that overflow). Every dispatch mode is set aside meanwhile: the reductions are no
-    ops of the capture. On a GPU the results come to the host in one copy (one sync).
+    count of zeros (on the bits, ``_nonzero``). A permuted dense tensor (a transposed weight) is read as the
+    flat block of memory it covers: the same elements, in the order torch reads fastest. Sums and norms
+    accumulate in float64: tensors of at most ``_SMALL`` elements directly, larger float32 and narrower ones
+    in blocks of 64 to ``_BLOCK`` consecutive elements, each block summed and normed by torch's vectorized
+    float32 reductions (relative error about 1e-7 log2 _BLOCK of the block's), the blocks' sums and norms
+    combined in float64 (``_sum_norm``): as fast as one float32 pass, where torch's float64 sum of a float32
+    tensor costs six, and exact where torch's float32 norm of a whole tensor is not (8 M elements of 0.1:
+    off by 0.7%). A sum or norm that overflows float32 is taken again in float64. The NaN and Inf counts
+    are taken only when the sum is not finite (it always is when every element is, short of that
+    overflow). Every dispatch mode is set aside meanwhile: the reductions are no ops of the capture. On a
+    GPU the reductions are torch's float64 ones and the results come to the host in one copy (one sync).
 
     >>> str(stats_of(torch.tensor([0.0, 1.0, float("nan"), -3.0])))
     '[-3, 1] mean -0.6667 norm 3.162 zeros 1 nan 1'
