@@ -36,7 +36,7 @@ def stats_of(t: Tensor) -> Stats | None:
     in blocks of 64 to ``_BLOCK`` consecutive elements, each block summed and normed by torch's vectorized
     float32 reductions (relative error about 1e-7 log2 _BLOCK of the block's), the blocks' sums and norms
     combined in float64 (``_sum_norm``): as fast as one float32 pass, where torch's float64 sum of a float32
-    tensor costs six, and exact where torch's float32 norm of a whole tensor is not (8 M elements of 0.1:
+    tensor costs six, and accurate where torch's float32 norm of a whole tensor is not (8 M elements of 0.1:
     off by 0.7%). A sum or norm that overflows float32 is taken again in float64. The NaN and Inf counts
     are taken only when the sum is not finite (it always is when every element is, short of that
     overflow). Every dispatch mode is set aside meanwhile: the reductions are no ops of the capture. On a
