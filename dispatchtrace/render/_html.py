@@ -100,6 +100,7 @@ def passes_on(graph: Graph, noise: bool = False) -> Callable[[Call], bool]:
 def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
     from ..views import call_label, collapse, foldable_runs, noise_ops, run_label
+    from ._html_io import derived_io
     from ._html_stats import values_payload
 
     s = _Strings()
@@ -124,14 +125,16 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
             return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
         return repr(v) if isinstance(v, str) else str(v)
 
+    hidden = frozenset() if o.noise else noise_ops(graph)
+    io = derived_io(graph, hidden)  # a phase page's calls: what their ops read and leave (render/_html_io.py)
     calls = []
     for call in [graph.root, *graph.calls]:
         k = c.call(call)
         parent = -1 if call.parent is None else call_ids[id(call.parent)]
+        ins, outs = io.get(call) or ((graph.inputs, graph.outputs) if call.parent is None else (call.inputs, call.outputs))
         calls.append([parent, call.path, s(call.type), call.index, call.repeat, k.params, k.self_params, k.flops,
                       k.self_flops, k.bytes, k.self_bytes, src(call),
-                      [ref(r) for r in (graph.inputs if call.parent is None else call.inputs)],
-                      [ref(r) for r in (graph.outputs if call.parent is None else call.outputs)],
+                      [ref(r) for r in ins], [ref(r) for r in outs],
                       s(call.label), s(call_label(call))])
     ops = []
     for op in graph.ops:
