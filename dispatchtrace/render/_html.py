@@ -16,7 +16,7 @@ op-level data dependencies) and the costs (``Graph.costs``) all come from Python
 >>> p = payload(g, HtmlOptions())
 >>> [(o[1], p["s"][o[2]]) for o in p["o"]]
 [('t', 'aten.t.default'), ('addmm', 'aten.addmm.default')]
->>> e = p["e"]  # (producer, user, shape): an op's index, -1 the first input, 2 (one past the ops) the outputs
+>>> e = p["e"]  # (producer, user, shape): an op's index, -1 the first input, 2 (one past the ops) the outputs (3 + i: call i ran no op)
 >>> [(e[k], e[k + 1], p["s"][e[k + 2]]) for k in range(0, len(e), 3)]
 [(-1, 1, 'input: f32[1, 4]'), (0, 1, 'f32[4, 2]'), (1, 2, 'f32[1, 2]')]
 """
