@@ -16,7 +16,7 @@ op-level data dependencies) and the costs (``Graph.costs``) all come from Python
 >>> p = payload(g, HtmlOptions())
 >>> [(o[1], p["s"][o[2]]) for o in p["o"]]
 [('t', 'aten.t.default'), ('addmm', 'aten.addmm.default')]
->>> e = p["e"]  # (producer, user, shape): an op's index, -1 the first input, 2 (one past the ops) the outputs
+>>> e = p["e"]  # (producer, user, shape): an op's index, -1 the first input, 2 (one past the ops) the outputs (3 + i: call i ran no op)
 >>> [(e[k], e[k + 1], p["s"][e[k + 2]]) for k in range(0, len(e), 3)]
 [(-1, 1, 'input: f32[1, 4]'), (0, 1, 'f32[4, 2]'), (1, 2, 'f32[1, 2]')]
 """
@@ -30,10 +30,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..graph import Call, Depth, Graph, Op, PhaseView, TensorRef
 
-#: the payload's layout version: bump when a field changes meaning (2: calls carry their labels, runs theirs)
-PAYLOAD_VERSION = 2
+#: the payload's layout version: bump when a field changes meaning (2: calls carry their labels, runs theirs;
+#: 3: an edge end N + 1 + i is call i that ran no shown op)
+PAYLOAD_VERSION = 3
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
 SCRIPTS = ("model.js", "stats.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
@@ -84,9 +87,20 @@ def _open_depth(graph: Graph, o: HtmlOptions) -> int:
     return -1 if depth == "ops" else int(depth)
 
 
+def passes_on(graph: Graph, noise: bool = False) -> Callable[[Call], bool]:
+    """The predicate of the calls the page draws on a tensor's path: leaf calls that ran no shown op
+    (a ``Dropout`` in eval), collapsed so that the edges run through them (``views/_collapse.py``)."""
+    from ..graph import Op
+    from ..views import noise_ops
+
+    hidden = frozenset() if noise else noise_ops(graph)
+    return lambda call: all(isinstance(x, Op) and x in hidden for x in call.children)
+
+
 def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
     from ..views import call_label, collapse, foldable_runs, noise_ops, run_label
+    from ._html_io import derived_io
     from ._html_stats import values_payload
 
     s = _Strings()
@@ -111,14 +125,16 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
             return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
         return repr(v) if isinstance(v, str) else str(v)
 
+    hidden = frozenset() if o.noise else noise_ops(graph)
+    io = derived_io(graph, hidden)  # a phase page's calls: what their ops read and leave (render/_html_io.py)
     calls = []
     for call in [graph.root, *graph.calls]:
         k = c.call(call)
         parent = -1 if call.parent is None else call_ids[id(call.parent)]
+        ins, outs = io.get(call) or ((graph.inputs, graph.outputs) if call.parent is None else (call.inputs, call.outputs))
         calls.append([parent, call.path, s(call.type), call.index, call.repeat, k.params, k.self_params, k.flops,
                       k.self_flops, k.bytes, k.self_bytes, src(call),
-                      [ref(r) for r in (graph.inputs if call.parent is None else call.inputs)],
-                      [ref(r) for r in (graph.outputs if call.parent is None else call.outputs)],
+                      [ref(r) for r in ins], [ref(r) for r in outs],
                       s(call.label), s(call_label(call))])
     ops = []
     for op in graph.ops:
@@ -129,13 +145,16 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
                [ref(r) for r in op.outputs]]
         phase = getattr(op, "phase", "forward")  # the hook for backward ops: a tenth field only when not forward
         ops.append([*row, s(phase)] if phase != "forward" else row)
-    cg = collapse(graph, "ops", noise=o.noise)
+    # a leaf call that ran no shown op (a Dropout in eval) is a node on the path of the tensor it passes on,
+    # as in the collapsed views: an edge end N + 1 + its call id (N: the outputs)
+    cg = collapse(graph, "ops", noise=o.noise, predicate=passes_on(graph, o.noise))
     inputs = [n for n in cg.nodes if n.kind == "input"]
     end = {id(n): -1 - i for i, n in enumerate(inputs)}
+    end.update({id(n): len(graph.ops) + 1 + call_ids[id(n.call)] for n in cg.nodes if n.kind == "call" and n.call is not None})
     edges: list[int] = []
     for e in cg.edges:
         a = e.src.op.index if e.src.op is not None else end.get(id(e.src))
-        b = e.dst.op.index if e.dst.op is not None else (len(graph.ops) if e.dst.kind == "output" else None)
+        b = e.dst.op.index if e.dst.op is not None else (len(graph.ops) if e.dst.kind == "output" else end.get(id(e.dst)))
         if a is None or b is None:
             continue
         edges += [a, b, ref(e.tensors[0]) if e.tensors else -1]

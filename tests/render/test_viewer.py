@@ -144,3 +144,20 @@ def test_the_viewer_shows_the_phase_it_is_given(tmp_path: Path) -> None:
     conv = [c[1] for c in backward["c"]].index("secondary_conv")
     assert any(row[0] == conv and row[1].startswith("convolution_backward") for row in backward["o"])
     assert len(both["o"]) == len(g.ops) and backward["title"] == "CoolCNN (backward)" and forward["title"] == "CoolCNN"
+
+
+def test_every_dropout_of_gpt2_in_eval_stands_on_its_tensors_path() -> None:
+    """GPT-2's eval Dropouts (transformer.drop, attn.resid_dropout, mlp.dropout) run no op: each has edges in and out."""
+    import torch
+
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=16)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    with torch.no_grad(), dt.capture(model) as g:
+        model(torch.zeros(1, 4, dtype=torch.int64))
+    p, n = payload(g, HtmlOptions()), len(g.ops)
+    ends = [(p["e"][k], p["e"][k + 1]) for k in range(0, len(p["e"]), 3)]
+    drops = [i for i, c in enumerate([g.root, *g.calls]) if c.type == "Dropout" and not c.children]
+    assert {"transformer.drop", "transformer.h.0.attn.resid_dropout"} <= {g.calls[i - 1].path for i in drops}
+    for i in drops:
+        assert any(b == n + 1 + i for _, b in ends) and any(a == n + 1 + i for a, _ in ends), g.calls[i - 1].path

@@ -80,10 +80,13 @@ DT.View.prototype.build = function (vp, win) {
     if (fills[key]) r.style.fill = fills[key];
     var text = self.l.text(key);
     var prefix = kind === "call" && m.hasInside(+key.slice(1)) ? "▸ " : "";
-    DT.el("text", { x: 8, y: 14 }, n).textContent = prefix + text[0];
+    var head = DT.el("text", { x: 8, y: 14 }, n);
+    head.textContent = prefix + text[0];
     var sub = DT.el("text", { "class": "sub", x: 8, y: 27 }, n);
     sub.textContent = text[1];
-    if (fills[key]) sub.style.fill = "#222";  // the grey second line is unreadable on the darker fills
+    // on a fill both lines are black: the grey second line, and even #222, read below 4.5:1 on the darkest
+    // (the ramp's red end, the first NaN/Inf's red)
+    if (fills[key]) head.style.fill = sub.style.fill = "#000";
     n.addEventListener("click", function (ev) { ev.stopPropagation(); self.onClick(key, false); });
   });
   this.edges.forEach(function (e, i) {

@@ -31,8 +31,12 @@ DT.Model = function (p) {
   this.inputs = p["in"].map(function (k) { return S[k]; });
   this.outputs = p.out.map(function (k) { return S[k]; });
   // the capture's edges [src, dst, shape], indexed by endpoint so that nothing scans them all per redraw:
-  // outE/inE[j] for op j, inE of the inputs in fromIn[k], the edges into the outputs in toOut
+  // outE/inE[j] for op j, inE of the inputs in fromIn[k], the edges into the outputs in toOut; an end
+  // N + 1 + i is call i that ran no shown op (a Dropout in eval), on the path of the tensor it passes on: its
+  // edges in callE[i], those calls in empties
   this.edges = [];
+  this.callE = {};
+  this.empties = [];
   this.outE = this.ops.map(function () { return []; });
   this.inE = this.ops.map(function () { return []; });
   this.fromIn = this.inputs.map(function () { return []; });
@@ -41,9 +45,10 @@ DT.Model = function (p) {
   for (var e = 0; e < p.e.length; e += 3) {
     var a = p.e[e], b = p.e[e + 1], shape = p.e[e + 2] >= 0 ? S[p.e[e + 2]] : "", n = this.edges.length;
     this.edges.push([a, b, shape]);
-    if (a >= 0) this.outE[a].push(n); else if (this.fromIn[-1 - a]) this.fromIn[-1 - a].push(n);
-    if (b < N) this.inE[b].push(n); else this.toOut.push(n);
-    if (a >= 0 && b < N) { this.ops[a].users.push(b); this.ops[b].prod.push(a); }
+    if (a > N) this.passing(a - N - 1).push(n);
+    else if (a >= 0) this.outE[a].push(n); else if (this.fromIn[-1 - a]) this.fromIn[-1 - a].push(n);
+    if (b > N) this.passing(b - N - 1).push(n); else if (b < N) this.inE[b].push(n); else this.toOut.push(n);
+    if (a >= 0 && a < N && b < N) { this.ops[a].users.push(b); this.ops[b].prod.push(a); }
   }
   this.bound = {};  // call id -> the edges with one end inside it (computed when first drawn closed)
   // each call's ops (its sub-calls' included) as a range of op indices, where they ran one after another
@@ -71,6 +76,12 @@ DT.Model = function (p) {
   this.version = {};  // call id -> counter, bumped when anything inside it opens or closes (layout cache key)
   var depth = p.open;
   this.calls.forEach(function (c) { if (c.id && (depth < 0 ? c.calls.length + c.ops.length : c.depth < depth && c.calls.length)) this.open[c.id] = true; }, this);
+};
+
+// The edges of call i that ran no shown op (created on first use).
+DT.Model.prototype.passing = function (i) {
+  if (!this.callE[i]) { this.callE[i] = []; this.empties.push(i); }
+  return this.callE[i];
 };
 
 // The labels Python wrote (never recomputed here): Call.label ("layer1.0.relu#2"), the views' call_label
@@ -104,10 +115,33 @@ DT.Model.prototype.leafOfOp = function (j) {
   return this.ops[j].noise ? null : "o" + j;
 };
 
+// The visible item that stands for call i: the outermost closed (or folded) call around it, else its own box.
+DT.Model.prototype.leafOfCall = function (i) {
+  var chain = [];
+  for (var c = i; c > 0; c = this.calls[c].parent) chain.push(c);
+  for (var k = chain.length - 1; k >= 0; k--) {
+    var f = this.folded(chain[k]);
+    if (f >= 0) return "f" + f;
+    if (!this.open[chain[k]] || k === 0) return "c" + chain[k];
+  }
+  return "c" + i;
+};
+
 DT.Model.prototype.leafOfEnd = function (v) {
+  var N = this.ops.length;
   if (v < 0) return "i" + (-1 - v);
-  if (v >= this.ops.length) return "y";
+  if (v === N) return "y";
+  if (v > N) return this.leafOfCall(v - N - 1);
   return this.leafOfOp(v);
+};
+
+// Whether edge end v (an op, or an empty call N + 1 + i) lies inside call i.
+DT.Model.prototype.endInside = function (v, i) {
+  var N = this.ops.length;
+  if (v < 0 || v === N) return false;
+  if (v < N) return this.inside(v, i);
+  for (var c = v - N - 1; c >= 0; c = this.calls[c].parent) if (c === i) return true;
+  return false;
 };
 
 // The container (an open call's key, "c<i>") that an item is drawn in.
@@ -220,11 +254,15 @@ DT.Model.prototype.boundary = function (i) {
   if (hit) return hit;
   var out = [], self = this, N = this.ops.length, c = this.calls[i];
   function visit(j) {
-    self.inE[j].forEach(function (e) { var a = self.edges[e][0]; if (a < 0 || !self.inside(a, i)) out.push(e); });
-    self.outE[j].forEach(function (e) { var b = self.edges[e][1]; if (b >= N || !self.inside(b, i)) out.push(e); });
+    self.inE[j].forEach(function (e) { if (!self.endInside(self.edges[e][0], i)) out.push(e); });
+    self.outE[j].forEach(function (e) { if (!self.endInside(self.edges[e][1], i)) out.push(e); });
   }
   if (c.span) for (var j = c.lo; j <= c.hi; j++) visit(j);  // noise ops among them have no edges
   else this.allOps(i).forEach(visit);
+  this.empties.forEach(function (k) {  // the empty calls inside: their edges that leave i
+    if (!self.endInside(N + 1 + k, i)) return;
+    self.callE[k].forEach(function (e) { var x = self.edges[e]; if (!self.endInside(x[0], i) || !self.endInside(x[1], i)) out.push(e); });
+  });
   return (this.bound[i] = out);
 };
 
@@ -234,6 +272,7 @@ DT.Model.prototype.edgesOf = function (key) {
   if (t === "o") return this.inE[n].concat(this.outE[n]);
   if (t === "i") return this.fromIn[n] || [];
   if (t === "y") return this.toOut;
+  if (t === "c" && this.callE[n]) return this.callE[n];
   var out = [];
   (t === "f" ? this.runOf[n] : [n]).forEach(function (i) { out = out.concat(this.boundary(i)); }, this);
   return out;
@@ -272,21 +311,23 @@ DT.Model.prototype.visibleEdges = function (keys) {
 DT.Model.prototype.trace = function (key, dir) {
   var t = key[0], n = +key.slice(1), N = this.ops.length, start = [], mine = {}, self = this;
   if (t === "o") start = [n];
+  else if (t === "c" && this.callE[n]) start = [N + 1 + n];
   else if (t === "c" || t === "f") (t === "f" ? this.runOf[n] : [n]).forEach(function (i) { start = start.concat(self.allOps(i)); });
   start.forEach(function (j) { mine[j] = true; });
   var seen = {}, stack = [], count = 0, far = dir === "up" ? 0 : 1;
   function expand(list) { list.forEach(function (e) { stack.push(self.edges[e][far]); }); }
-  start.forEach(function (j) { expand(dir === "up" ? self.inE[j] : self.outE[j]); });
+  function along(j) { return j > N ? self.callE[j - N - 1].filter(function (e) { return self.edges[e][far] !== j; }) : dir === "up" ? self.inE[j] : self.outE[j]; }
+  start.forEach(function (j) { expand(along(j)); });
   if (t === "i" && dir === "down") expand(this.fromIn[n]);
   if (t === "y" && dir === "up") expand(this.toOut);
   while (stack.length) {
     var j = stack.pop();
     if (j < 0) { seen["i" + (-1 - j)] = true; continue; }
-    if (j >= N) { seen.y = true; continue; }
+    if (j === N) { seen.y = true; continue; }
     if (mine[j] || seen[j]) continue;
     seen[j] = true;
-    count++;
-    expand(dir === "up" ? this.inE[j] : this.outE[j]);
+    if (j < N) count++;
+    expand(along(j));
   }
   return { ops: seen, count: count };
 };

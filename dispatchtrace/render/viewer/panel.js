@@ -19,7 +19,9 @@ DT.Panel.prototype.link = function (key, text) {
 };
 
 DT.Panel.prototype.opName = function (j) {
+  var N = this.m.ops.length;
   if (j < 0) return "input " + DT.esc(this.m.inputs[-1 - j] || "");
+  if (j > N) return this.link("c" + (j - N - 1), this.m.label(this.m.calls[j - N - 1]));  // a call that ran no op, passing it on
   return this.link("o" + j, this.m.ops[j].name);
 };
 
@@ -89,7 +91,7 @@ DT.Panel.prototype.show = function (key) {
       ["source", o.src ? "<code>" + DT.esc(o.src) + "</code>" : null],
       ["call", this.callPath(o.call)],
       ["producers", this.producers(n).map(function (j) { return self.opName(j); }).join(", ") || "none"],
-      ["users", users.map(function (j) { return j >= m.ops.length ? "output" : self.opName(j); }).join(", ") || "none"],
+      ["users", users.map(function (j) { return j === m.ops.length ? "output" : self.opName(j); }).join(", ") || "none"],
     ]));
   } else if (t === "c" || t === "f") {
     var c = m.calls[n], run = t === "f" ? m.runOf[n] : null;
