@@ -119,6 +119,31 @@ def reduce_op_readable() -> bool:
         return False
 
 
+def _detaches_twice() -> bool:
+    """Whether a detach run under a dispatch mode reaches it twice (torch 2.8): once as the detach,
+    then as a detach of that detach's result, which is what the caller gets; a mode that calls
+    ``func`` for a detach hands the mode outside it the same two. Found by running one."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[Any] = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    t = torch.zeros(())
+    with Count():
+        t.detach()
+    return seen.count(torch.ops.aten.detach.default) > 1
+
+
+DETACH = torch.ops.aten.detach.default
+DETACH_TWICE = _detaches_twice()
+"""Whether this torch sends a dispatch mode each detach twice (``_detaches_twice``): ``OpMode`` records
+the second as the first (a detach of a detach's result, met right after it, is one detach)."""
+
+
 def has_values(t: torch.Tensor) -> bool:
     """False for meta and fake tensors (``FakeTensorMode``): they have shapes, dtypes and strides, no data."""
     from torch._subclasses.fake_tensor import is_fake

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.hooks import RemovableHandle
 
 from .._collector import Paused
-from .._torch import NODE_CREATION_HOOK, graph_task_id
+from .._torch import DETACH, DETACH_TWICE, NODE_CREATION_HOOK, graph_task_id
 from ..graph import Graph
 from ._dtensor import RUNNING, dtensor_type, faking
 from ._keep import KEEP_BYTES, Keep
@@ -53,12 +53,19 @@ class OpMode(TorchDispatchMode):
     The one dispatch mode of the package: ``capture`` records through it, ``verify`` probes eager
     runs with it. ``ours(func, args, out)`` says which backward op ran only because the capture's own
     saved-tensor hooks are set (``saved.SavedHooks.ours``): that one is not handed on.
+
+    On a torch that sends each detach twice (``DETACH_TWICE``, torch 2.8) the second, a detach of the
+    result of the detach met just before it, is not handed on: ``alias(result, first_result)`` makes
+    its result the first's (one detach, as newer torch sends; so ``t.detach().detach()`` is one too).
     """
 
     def __init__(self, forward: OpHook, backward: OpHook | None = None,
                  ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None,
-                 dtensor: DTensorHooks | None = None) -> None:
+                 dtensor: DTensorHooks | None = None,
+                 alias: Callable[[Any, Any], None] | None = None) -> None:
         super().__init__()
+        self._alias = alias
+        self._detached: Any = None  # DETACH_TWICE: the result of the op before, when it was a detach
         self._forward = forward
         self._backward = backward or forward
         self._ours = ours
@@ -72,6 +79,12 @@ class OpMode(TorchDispatchMode):
         if self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
             return self._dtensor_op(func, args, kwargs)
         out = func(*args, **kwargs)
+        if DETACH_TWICE:
+            before, self._detached = self._detached, out if func is DETACH else None
+            if before is not None and func is DETACH and args[0] is before:  # torch's second send of one detach
+                if self._alias is not None:
+                    self._alias(out, before)
+                return out
         if RUNNING.depth and faking():  # DTensor's sharding propagation runs on fake tensors
             return out
         if graph_task_id() == -1:
@@ -173,7 +186,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
             scope = Scope(recorder.enter, recorder.exit, recorder.note,
                           recompute=(phases.recompute_enter, phases.recompute_exit))
             saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
-            mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end))
+            mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end),
+                          recorder.tracker.alias)
             phases.open()
             keywords = self._watch_keywords(recorder)
             if self._saved and not saved.open() and NODE_CREATION_HOOK:  # else noted at the first backward op
