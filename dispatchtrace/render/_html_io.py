@@ -25,9 +25,9 @@ def derived_io(graph: Graph, hidden: frozenset[Op]) -> dict[Call, tuple[list[Ten
     >>> with dt.capture(lin) as g:
     ...     lin(torch.ones(1, 4)).sum().backward()
     >>> back = phase_graph(g, "backward")
-    >>> ins, outs = derived_io(back, frozenset())[back.calls[0]]  # the Linear's backward: its gradient in, weight's and bias's out
+    >>> ins, outs = derived_io(back, frozenset())[back.root]  # the page's <capture>: the loss's seed and x in, the gradients out
     >>> [r.label for r in ins], [r.label for r in outs]
-    (['f32[1, 2]', 'f32[1, 4]'], ['f32[2]', 'f32[2, 4]'])
+    (['f32[]', 'f32[1, 4]'], ['f32[2]', 'f32[2, 4]'])
     """
     readers: dict[int, list[Op]] = {}  # by id(ref): a view shares its base's storage and version
     for op in graph.ops:
