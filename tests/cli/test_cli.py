@@ -424,7 +424,6 @@ class _Tagged(io.StringIO):
         return len(text)
 
 
-@needs_torchvision
 def _whole_slices() -> bool:
     """Whether this torch dispatches the ``:`` of ``x[:, 0]`` as a slice of the whole dimension before the
     select (torch 2.8; newer torch runs the select alone, as the docs show)."""
@@ -433,6 +432,7 @@ def _whole_slices() -> bool:
     return any(op.target == "aten.slice.Tensor" for op in g.ops)
 
 
+@needs_torchvision
 def test_the_docs_show_real_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where `-o trace.json` lands, for the render examples after it
     examples = doc_examples()
