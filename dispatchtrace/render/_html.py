@@ -87,13 +87,12 @@ def _open_depth(graph: Graph, o: HtmlOptions) -> int:
     return -1 if depth == "ops" else int(depth)
 
 
-def passes_on(graph: Graph, noise: bool = False) -> Callable[[Call], bool]:
-    """The predicate of the calls the page draws on a tensor's path: leaf calls that ran no shown op
-    (a ``Dropout`` in eval), collapsed so that the edges run through them (``views/_collapse.py``)."""
+def passes_on(hidden: frozenset[Op] | set[Op]) -> Callable[[Call], bool]:
+    """The predicate of the calls the page draws on a tensor's path: leaf calls that ran no shown op (none
+    but ``hidden``'s, the noise ops the page leaves out: a ``Dropout`` in eval), collapsed so that the edges
+    run through them (``views/_collapse.py``)."""
     from ..graph import Op
-    from ..views import noise_ops
 
-    hidden = frozenset() if noise else noise_ops(graph)
     return lambda call: all(isinstance(x, Op) and x in hidden for x in call.children)
 
 
@@ -147,7 +146,7 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         ops.append([*row, s(phase)] if phase != "forward" else row)
     # a leaf call that ran no shown op (a Dropout in eval) is a node on the path of the tensor it passes on,
     # as in the collapsed views: an edge end N + 1 + its call id (N: the outputs)
-    cg = collapse(graph, "ops", noise=o.noise, predicate=passes_on(graph, o.noise))
+    cg = collapse(graph, "ops", noise=o.noise, predicate=passes_on(hidden))
     inputs = [n for n in cg.nodes if n.kind == "input"]
     end = {id(n): -1 - i for i, n in enumerate(inputs)}
     end.update({id(n): len(graph.ops) + 1 + call_ids[id(n.call)] for n in cg.nodes if n.kind == "call" and n.call is not None})
