@@ -1,12 +1,13 @@
 """The import rule of docs/architecture.md, checked on every module's source: data flows one way.
 
     helpers (_text, _structure, _torch, _collector, _version, errors)
-      <- graph
+      <- graph, hardware                    (neither imports the other)
         <- recording, views, serialize      (none of these three imports another)
           <- render, replay                 (nor does render import replay, or replay render)
             <- cli
 
-``models`` (the bundled demo models) imports no layer. ``dispatchtrace/__init__.py`` and
+``hardware`` (device and interconnect specifications) is a leaf beside ``graph``: it imports
+neither, only the helpers. ``models`` (the bundled demo models) imports no layer. ``dispatchtrace/__init__.py`` and
 ``__main__.py`` are the facade and may import any layer. The one declared exception: ``Graph``'s
 methods in ``graph/_graph.py`` are doors that import the view, renderer, serializer or replay they
 call inside the method (or under ``TYPE_CHECKING`` for their annotations), never at module level.
@@ -22,7 +23,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "dispatchtrace"
 
 HELPERS = {"_text", "_structure", "_torch", "_collector", "_version", "errors"}
-RANK = {"graph": 1, "recording": 2, "views": 2, "serialize": 2, "render": 3, "replay": 3, "cli": 4}
+RANK = {"graph": 1, "hardware": 1, "recording": 2, "views": 2, "serialize": 2, "render": 3, "replay": 3, "cli": 4}
 FACADE = {"", "__main__"}
 DOORS = "graph._graph"  # Graph's methods: function-local imports of the layers above, declared
 PRIVATE_ROOT = HELPERS - {"errors"}
@@ -124,6 +125,7 @@ def test_every_import_follows_the_layers() -> None:
         ("_text", "from .graph import Graph\n", "_text:1 -> graph (a helper imports no other module"),
         ("graph._graph", "from ..views import tree\n", "graph._graph:1 -> views"),  # doors only inside methods
         ("models.coolcnn", "from ..graph import Graph\n", "models.coolcnn:1 -> graph"),
+        ("hardware._link", "from ..graph import Graph\n", "hardware._link:1 -> graph (graph is not below hardware)"),
         ("serialize._load", "import dispatchtrace.render\n", "serialize._load:1 -> render"),
     ],
 )
