@@ -13,13 +13,13 @@ dispatchtrace.errors.FormatError: tensor row 0: shape is 'abc', not a list of si
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..errors import FormatError
-from ..graph import PHASES, itemsize
+from ._rows import CALL_ENTRY, OP_EXTRA, OP_ROW, PARAMS_ROW, SAVED_ROW, STATS_ROW, TENSOR_ROW, _dtype_ok, _shape_ok
 
-_KINDS = ("input", "parameter", "buffer", "activation", "constant")
+# The rows and entries are checked by their declarations (``_rows.py``); what is left here are the file's own
+# fields, the constants and the sources.
 
 
 def _fail(where: str, field: str, value: Any, want: str) -> None:
@@ -51,17 +51,12 @@ def _ints(where: str, field: str, v: Any) -> None:
 
 
 def _shape(where: str, v: Any) -> None:
-    if type(v) is not list or any(not (type(s) is int and s >= 0) and not (type(s) is str and _SYMBOLIC.fullmatch(s))
-                                  for s in v):
+    if not _shape_ok(v):
         _fail(where, "shape", v, "a list of sizes (ints, or the text of a symbolic size)")
 
 
-_SYMBOLIC = re.compile(r"(?=.*\b[a-z]+\d+\b)[\w\s+\-*/()%.,]+")
-"""The text of a symbolic size (``s0``, ``2*s1 + 1``, ``u0``): arithmetic on at least one torch symbol."""
-
-
 def _dtype(where: str, v: Any) -> None:
-    if type(v) is not str or itemsize(v) is None and not v.startswith(("q", "bits")):
+    if not _dtype_ok(v):
         _fail(where, "dtype", v, "the name of a torch dtype ('float32')")
 
 
@@ -89,13 +84,11 @@ def check_types(data: dict[str, Any]) -> None:
         _fail("the file", "params", params, "an object of total and calls")
     _int("params", "total", params.get("total"), null=True, low=0)
     for i, pair in enumerate(_list("params", "calls", params.get("calls"))):
-        if type(pair) is not list or len(pair) != 2:
-            _fail(f"params of call {i}", "the entry", pair, "[params, own params]")
-        for v in pair:
-            _int(f"params of call {i}", "a count", v, null=True, low=0)
+        PARAMS_ROW.check(f"params of call {i}", pair)
     for i, entry in enumerate(_list("the file", "saved", data.get("saved", []))):
-        if type(entry) is not list or len(entry) != 3:
-            _fail(f"saved entry {i}", "the entry", entry, "[storage number or null, bytes or null, call position]")
+        SAVED_ROW.check(f"saved entry {i}", entry)
+    for i, row in enumerate(_list("the file", "stats", data.get("stats", []))):
+        STATS_ROW.check(f"stats row {i}", row)
     constants = data.get("constants", {})
     if type(constants) is not dict:
         _fail("the file", "constants", constants, "an object of name: literal")
@@ -128,39 +121,17 @@ def _list(where: str, field: str, v: Any) -> list[Any]:
 
 
 def _check_tensors(rows: Any) -> None:
+    check = TENSOR_ROW.check
     for i, row in enumerate(_list("the file", "tensors", rows)):
-        where = f"tensor row {i}"
-        if type(row) is not list or len(row) != 10:
-            _fail(where, "the row", row, "[id, shape, dtype, device, storage, version, producer, kind, name, slot]")
-        rid, shape, dtype, device, storage, version, producer, kind, name, slot = row
-        _int(where, "id", rid, low=0)
-        _shape(where, shape)
-        _dtype(where, dtype)
-        _str(where, "device", device)
-        _int(where, "storage", storage, low=0)
-        _int(where, "version", version, low=0)
-        _int(where, "producer", producer, null=True, low=0)
-        if kind not in _KINDS:
-            _fail(where, "kind", kind, f"one of {', '.join(_KINDS)}")
-        _str(where, "name", name, null=True)
-        _int(where, "slot", slot, low=0)
+        check(f"tensor row {i}", row)
 
 
 def _check_calls(entries: Any) -> None:
+    check = CALL_ENTRY.check
     for i, c in enumerate(_list("the file", "calls", entries)):
         where = f"call {i}"
-        if type(c) is not dict:
-            _fail(where, "the entry", c, "an object")
-        _str(where, "path", c.get("path"))
-        _str(where, "type", c.get("type"))
-        _int(where, "index", c.get("index"), low=0)
-        _int(where, "depth", c.get("depth"), low=-1)
-        _int(where, "parent", c.get("parent"), null=True, low=0)
-        _int(where, "repeat", c.get("repeat"), low=1)
-        _int(where, "source", c.get("source"), null=True, low=0)
-        for key in ("inputs", "outputs"):
-            _ints(where, key, c.get(key))
-        for child in _list(where, "children", c.get("children")):
+        check(where, c)
+        for child in c["children"]:
             if type(child) is not list or len(child) != 2 or type(child[0]) is not str or type(child[1]) is not int:
                 _fail(where, "a child", child, '["call" or "op", position]')
 
@@ -168,28 +139,10 @@ def _check_calls(entries: Any) -> None:
 def _check_ops(rows: Any, version: Any) -> None:
     if type(version) is int and version < 3:
         return  # op objects of formats 1 and 2: read field by field (``_row``), checked as they are built
+    check, extra, n = OP_ROW.check, OP_EXTRA.check, len(OP_ROW.fields)
     for i, row in enumerate(_list("the file", "ops", rows)):
-        where = f"op {i}"
-        if type(row) is not list or len(row) < 11:
-            continue  # ``_rows`` says what an op row is
-        name, target, call, args, kwargs, inputs, outputs, mutated, is_view, producers, source, *extra = row
-        _str(where, "name", name)
-        _str(where, "target", target)
-        _int(where, "call", call, low=0)
-        if type(args) is not list:
-            _fail(where, "args", args, "a list")
-        if type(kwargs) is not dict:
-            _fail(where, "kwargs", kwargs, "an object")
-        for key, refs in (("inputs", inputs), ("outputs", outputs), ("mutated", mutated), ("producers", producers)):
-            _ints(where, key, refs)
-        if type(is_view) is not bool:
-            _fail(where, "is_view", is_view, "true or false")
-        _int(where, "source", source, null=True, low=0)
-        if extra and type(extra[0]) is dict:
-            e = extra[0]
-            if "phase" in e and e["phase"] not in PHASES:
-                _fail(where, "phase", e["phase"], f"one of {', '.join(PHASES)}")
-            _int(where, "origin", e.get("origin"), null=True, low=0)
-            _int(where, "grad_of", e.get("grad_of"), null=True, low=0)
-            _str(where, "param", e.get("param"), null=True)
-            _int(where, "dtensor", e.get("dtensor"), null=True, low=0)
+        if type(row) is not list or not n <= len(row) <= n + 1:
+            continue  # ``_load._rows`` says what an op row is
+        check(f"op {i}", row)
+        if len(row) > n and type(row[n]) is dict:
+            extra(f"op {i}", row[n])

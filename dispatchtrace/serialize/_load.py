@@ -13,18 +13,8 @@ from ..graph import Call, Graph, GraphBuilder, Literal, Op, Saved, Stats, Tensor
 from ..graph.lint import LintError
 from ._check import check_types
 from ._kept import read_kept
-from ._values import (
-    FORMAT,
-    OLDEST,
-    OP_EXTRA,
-    OP_FIELDS,
-    STATS_FIELDS,
-    VERSION,
-    FormatError,
-    _no_tensor,
-    _unrecord,
-    _unvalue,
-)
+from ._rows import OP_EXTRA, OP_ROW, STATS_FLOATS
+from ._values import FORMAT, OLDEST, VERSION, FormatError, _no_tensor, _unrecord, _unvalue
 
 
 def loads(text: str, *, where: str = "the text", folder: str | None = None) -> Graph:
@@ -162,17 +152,17 @@ class _Loader:
                                    complete=self.data["complete"])
 
     def _values(self) -> None:
-        """Format 5's values: the mode, each tensor's stats (a row of ``STATS_FIELDS``)."""
+        """Format 5's values: the mode, each tensor's stats (a row of ``_rows.STATS_ROW``)."""
         values = self.data.get("values", "none")
         if values not in ("none", "stats"):
             raise FormatError(f"values is {values!r}, not \"none\" or \"stats\"")
         self.graph.values = values
         stats = self.graph.stats
-        for row in self.data.get("stats", ()):
-            if type(row) is not list or len(row) != len(STATS_FIELDS):
-                raise FormatError(f"a stats row is {str(row)[:60]}, not [{', '.join(STATS_FIELDS)}]")
-            rid, numel, nan, posinf, neginf, zeros, *moments = row
-            stats[rid] = Stats(numel, nan, posinf, neginf, zeros, *[_unvalue(m, _no_tensor) for m in moments])
+        for row in self.data.get("stats", ()):  # each checked by _check (_rows.STATS_ROW)
+            row = list(row)
+            for k in STATS_FLOATS:
+                row[k] = _unvalue(row[k], _no_tensor)
+            stats[row[0]] = Stats(*row[1:])
 
     def _attribute(self) -> None:
         """Each op's ``origin``, ``grad_of`` and ``param`` (all calls and ops exist by now)."""
@@ -212,6 +202,7 @@ class _Loader:
         return call
 
     def _add_op(self, call: Call, ci: int, ix: int) -> None:
+        # the fields of _rows.OP_ROW in its order (tests/serialize/test_rows.py holds the two equal; call: in_call)
         name, target, in_call, args, kwargs, inputs, outputs, mutated, is_view, producers, source, *extra = \
             self.op_entries[ix]
         ops = self.graph.ops
@@ -285,7 +276,7 @@ class _Loader:
         return refs
 
     def _new(self, rid: int) -> TensorRef:
-        """The ref of tensor ``rid``, met for the first time."""
+        """The ref of tensor ``rid``, met for the first time (a row of ``_rows.TENSOR_ROW``, its fields in order)."""
         _, shape, dtype, device, storage, version, producer, kind, name, slot = self.rows[rid]
         if producer is not None and not 0 <= producer <= self.at:
             raise FormatError(f"tensor {rid} is produced by op {producer}, but op {self.at} already uses it: "
@@ -331,7 +322,7 @@ class _Loader:
         return _unvalue(v, self._ref)
 
 
-_PLAIN = len(OP_FIELDS)  # an op row's fixed fields; an object of the optional ones may follow
+_PLAIN = len(OP_ROW.fields)  # an op row's fixed fields; an object of the optional ones may follow
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op without any: one dict, not one each (ops are read-only)
 
 
@@ -343,27 +334,26 @@ def _rows(ops: list[Any]) -> list[list[Any]]:
             return ops
     for i, o in enumerate(ops):
         if type(o) is not list or not _PLAIN <= len(o) <= _PLAIN + 1 or (len(o) > _PLAIN and type(o[_PLAIN]) is not dict):
-            raise FormatError(f"op {i} is {type(o).__name__} {str(o)[:60]}, not a row [{', '.join(OP_FIELDS)}] "
-                              f"optionally followed by an object of {', '.join(OP_EXTRA)}")
+            raise FormatError(f"op {i} is {type(o).__name__} {str(o)[:60]}, not a row {OP_ROW.describe()} "
+                              f"optionally followed by an object of {', '.join(OP_EXTRA.names)}")
     return ops
 
 
 def _row(o: dict[str, Any]) -> list[Any]:
     """A format 1 or 2 op object as a format 3 row (a missing required key is a ``KeyError``: damaged)."""
-    row = [o[k] for k in OP_FIELDS[:-1]]
+    row = [o[k] for k in OP_ROW.names[:-1]]
     row.append(o.get("source"))
-    extra = {k: o[k] for k in OP_EXTRA if k in o}
+    extra = {k: o[k] for k in OP_EXTRA.names if k in o}
     if extra:
         row.append(extra)
     return row
 
 
 def _saved(entry: Any, calls: list[Call]) -> Saved:
-    """One ``saved`` entry, ``[storage, bytes, call position]``, checked."""
+    """One ``saved`` entry (``_rows.SAVED_ROW``, its types checked by ``_check``), its call checked."""
     storage, nbytes, ix = entry
-    if (storage is not None and type(storage) is not int) or (nbytes is not None and (type(nbytes) is not int or nbytes < 0)) \
-            or type(ix) is not int or not 0 <= ix < len(calls):
-        raise FormatError(f"saved entry {entry!r} is not [storage number or null, bytes or null, call position]")
+    if not 0 <= ix < len(calls):
+        raise FormatError(f"saved entry {entry!r} names call {ix}, which is no call of the file")
     return Saved(storage, nbytes, calls[ix])
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from operator import attrgetter
 from typing import Any
 
 from .._collector import Paused
@@ -26,7 +27,14 @@ from .._structure import Built
 from ..graph import Call, Graph, Op, TensorRef
 from ._kept import write_kept
 from ._load import SavedError
+from ._rows import STATS_FLOATS, STATS_ROW
 from ._values import FORMAT, PLAIN, VERSION, _key, _record, _value
+
+_STATS = attrgetter(*STATS_ROW.names[1:])  # a Stats record's fields in the row's order
+
+# The rows below are written in the order of their declarations in ``_rows.py`` (``TENSOR_ROW``, ``OP_ROW``,
+# ``OP_EXTRA``, ``CALL_ENTRY``, ``STATS_ROW``, ``SAVED_ROW``, ``PARAMS_ROW``), spelled out where a row is made per op
+# so that writing one costs no call; tests/serialize/test_rows.py reads a saved capture through the declarations.
 
 # ---- graph -> JSON ---------------------------------------------------------------------------
 
@@ -79,8 +87,8 @@ class _Tables:
 
 
 def _op_rows(ops: list[Op], call_ix: dict[int, int], t: _Tables) -> list[list[Any]]:
-    """Each op as a row (``OP_FIELDS``): ``[name, target, call, args, kwargs, inputs, outputs, mutated,
-    is_view, producers, source]``, then ``{phase, origin, grad_of, param, dtensor}`` where any is set.
+    """Each op as a row (``_rows.OP_ROW``): ``[name, target, call, args, kwargs, inputs, outputs, mutated,
+    is_view, producers, source]``, then ``{phase, origin, grad_of, param, dtensor}`` (``_rows.OP_EXTRA``) where any is set.
 
     One loop, no call per op (consecutive ops mostly share their call and source record); each ref
     noted for the ``tensors`` table where it is met, in the order ``_Tables.ids`` and ``value`` meet them."""
@@ -149,9 +157,13 @@ def _values_entries(graph: Graph) -> dict[str, Any]:
     """Format 5's optional keys: what the capture kept of values, each tensor's ``Stats`` as a row."""
     if graph.values == "none" and not graph.stats:
         return {}
-    return {"values": graph.values,
-            "stats": [[rid, s.numel, s.nan, s.posinf, s.neginf, s.zeros, _value(s.min), _value(s.max), _value(s.mean),
-                       _value(s.norm)] for rid, s in graph.stats.items()]}
+    rows = []
+    for rid, s in graph.stats.items():
+        row = [rid, *_STATS(s)]
+        for k in STATS_FLOATS:
+            row[k] = _value(row[k])
+        rows.append(row)
+    return {"values": graph.values, "stats": rows}
 
 
 def to_json(graph: Graph) -> dict[str, Any]:

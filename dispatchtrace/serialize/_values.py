@@ -10,6 +10,8 @@ from typing import Any
 from .._structure import Built
 from ..errors import FormatError
 from ..graph import DTensorOp, Group, Literal, Opaque, Source, TensorRef
+from ._rows import OP_EXTRA as _OP_EXTRA
+from ._rows import OP_ROW, STATS_ROW
 
 FORMAT = "dispatchtrace"
 VERSION = 5
@@ -23,12 +25,12 @@ OLDEST = 1
 """The oldest format it reads: 1 kept backward ops apart, in ``backward_ops`` (read as a note)."""
 
 
-OP_FIELDS = ("name", "target", "call", "args", "kwargs", "inputs", "outputs", "mutated", "is_view", "producers", "source")
-"""The fields of an op's row in format 3, in order; a 12th item, an object, holds the optional ones (``OP_EXTRA``)."""
-STATS_FIELDS = ("tensor", "numel", "nan", "posinf", "neginf", "zeros", "min", "max", "mean", "norm")
-"""A ``stats`` row of format 5: the tensor id, then the fields of ``Stats`` in order."""
-OP_EXTRA = ("phase", "origin", "grad_of", "param", "dtensor")
-"""The keys the optional object at the end of an op's row may hold."""
+OP_FIELDS = OP_ROW.names
+"""The fields of an op's row in format 3, in order (``_rows.OP_ROW``); a 12th item, an object, holds the optional ones."""
+STATS_FIELDS = STATS_ROW.names
+"""A ``stats`` row of format 5 (``_rows.STATS_ROW``): the tensor id, then the fields of ``Stats`` in order."""
+OP_EXTRA = _OP_EXTRA.names
+"""The keys the optional object at the end of an op's row may hold (``_rows.OP_EXTRA``)."""
 
 
 RECORDS: dict[str, type] = {"Source": Source, "Group": Group, "DTensorOp": DTensorOp, "Literal": Literal}

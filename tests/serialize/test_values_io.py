@@ -59,7 +59,7 @@ def test_kept_values_go_beside_the_json_and_come_back(tmp_path: Path) -> None:
 def test_a_damaged_stats_row_is_a_format_error(tmp_path: Path) -> None:
     data = json.loads(dumps(_capture(values="stats")))
     data["stats"][0] = data["stats"][0][:3]
-    with pytest.raises(dt.FormatError, match="a stats row is"):
+    with pytest.raises(dt.FormatError, match="stats row 0: the row is"):
         loads(json.dumps(data))
 
 
