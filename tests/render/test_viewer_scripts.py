@@ -99,3 +99,23 @@ def test_the_pages_search_rule_is_pythons() -> None:
     python_says = [matches(text, q) for text, q in CASES]
     assert page_says == python_says, [(c, a, b) for c, a, b in zip(CASES, page_says, python_says, strict=True) if a != b]
     assert sum(python_says) not in (0, len(CASES))  # both answers occur
+
+
+#: the payload's tables of rows (render/_html.py's CALL_FIELDS, OP_FIELDS; render/_html_stats.py's STATS_TABLES)
+ROW_TABLES = ("c", "o", "st", "cst")
+
+
+def test_no_script_reads_a_payload_row_by_position() -> None:
+    """Only rows.js reads a row's items, by the positions the payload's ``fields`` name; every other script meets the
+    payload's rows decoded (``rows.all(table, p.c)``), so no script indexes a payload row by number."""
+    for name in ORDER:
+        code = "\n".join(line for line in source(name).splitlines() if not line.lstrip().startswith("//"))
+        for m in re.finditer(rf"\bp\.({'|'.join(ROW_TABLES)})\b", code):
+            line = code[code.rfind("\n", 0, m.start()) + 1:code.find("\n", m.end())]
+            assert name != "rows.js" and re.search(r"\.all\(\"\w+\", (list|p\.\w+)\)", line), \
+                f"{name} reads the payload's rows {m.group(0)} without rows.js: {line.strip()}"
+        if name == "rows.js":
+            continue
+        old = re.findall(r"\b(?:r|row|s)\[\d+\]", code)  # the names the scripts read rows by, before the payload named fields
+        assert not old, f"{name} indexes a row by number: {old}"
+    assert "rows.js" in SCRIPTS and re.search(r"r\[k\]", source("rows.js"))  # its one read: by the field's position

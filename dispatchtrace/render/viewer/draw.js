@@ -124,14 +124,14 @@ DT.View.prototype.route = function (a, b) {
   legs.push([pa[k], pa[k + 1], pb[k + 1]]);
   for (i = k + 1; i < pb.length - 1; i++) legs.push([pb[i], "^", pb[i + 1]]);
   for (i = 0; i < legs.length; i++) {
-    var r = leg(legs[i][0], legs[i][1], legs[i][2]);
-    if (!r) return null;
+    var part = leg(legs[i][0], legs[i][1], legs[i][2]);
+    if (!part) return null;
     if (pts.length) {  // along the margin of the call between this leg and the last
       var last = pts[pts.length - 1], into = legs[i][1] === "^", box = at[into ? legs[i][0] : legs[i - 1][0]];
-      var ring = DT.ring(box), port = into ? [r[0][0], ring.t] : [last[0], ring.b], side = DT.onRing(ring, into ? last : r[0]);
+      var ring = DT.ring(box), port = into ? [part[0][0], ring.t] : [last[0], ring.b], side = DT.onRing(ring, into ? last : part[0]);
       pts = pts.concat(into ? DT.around(ring, side, port) : DT.around(ring, port, side));
     }
-    pts = pts.concat(r);
+    pts = pts.concat(part);
   }
   return pts;
 };
