@@ -75,7 +75,8 @@ def _op_bytes(graph: Graph, op: Op) -> int | None:
 # ---- the live modules' parameters (views/_attrs.py): None once the model is gone ---------------------
 
 def _trainable_frozen(graph: Graph, call: Call) -> tuple[int | None, int | None]:
-    return trainable_frozen(call.module) if call.parent is not None else shared(graph, _total_trainable)
+    """Read from the live modules each time (never kept: ``requires_grad`` may change between two summaries)."""
+    return trainable_frozen(call.module) if call.parent is not None else _total_trainable(graph)
 
 
 def _trainable(graph: Graph, call: Call) -> int | None:
