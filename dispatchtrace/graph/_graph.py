@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Saved, new_call, op_ranges
+from ..errors import NotKeptError
+from ._records import Call, Op, PhaseView, Saved, new_call
 from ._stats import Stats
 from ._tensors import TensorRef
+from .lint import lint as _lint
 
-__all__ = ["PHASES", "PHASE_VIEWS", "Call", "Child", "Graph", "Op", "Phase", "PhaseView", "Saved", "new_call",
-           "op_ranges"]
+__all__ = ["Graph"]
 
 if TYPE_CHECKING:
     import os
@@ -22,8 +23,18 @@ if TYPE_CHECKING:
     import torch.nn as nn
 
     from ..replay import Constants
-    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, NonFinite, Predicate, Summary, Tree
-    from ..views._nonfinite import Kind as NonFiniteKind
+    from ..views import (
+        CallRef,
+        CollapsedGraph,
+        Collectives,
+        Costs,
+        Memory,
+        NonFinite,
+        NonFiniteKind,
+        Predicate,
+        Summary,
+        Tree,
+    )
     from ._depth import Depth
     from ._literal import Literal
 
@@ -72,9 +83,7 @@ class Graph:
 
     def lint(self) -> None:
         """Check every invariant ``docs/semantics.md`` promises; raise ``LintError`` naming the first broken one."""
-        from .lint import lint
-
-        lint(self)
+        _lint(self)
 
     # ---- views and exports: thin doors to the modules that implement them -----------------
     # (imports are local: graph is the data model, the layers above it import graph, not back)
@@ -85,9 +94,9 @@ class Graph:
                  params: bool = False, noise: bool = False, phase: PhaseView = "forward") -> CollapsedGraph:
         """Smaller DAG with every module call at ``depth`` as one node; see ``views/_collapse.py``
         (``phase``: what of a training step, ``views/_phases.py``)."""
-        from ..views import collapse, phase_graph
+        from ..views import collapse
 
-        return collapse(phase_graph(self, phase), depth, predicate=predicate, fold=fold, params=params, noise=noise)
+        return collapse(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, phase=phase)
 
     def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
              statements: bool = False, phase: PhaseView = "forward") -> Tree:
@@ -176,7 +185,7 @@ class Graph:
         """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""
         from ..serialize import save
 
-        save(self, path)
+        return save(self, path)
 
     def op(self, name: str) -> Op:
         """The op with this unique name (``convolution_3``)."""
@@ -195,8 +204,6 @@ class Graph:
     def value(self, x: Op | Call | TensorRef) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The copy ``capture(keep=...)`` kept of a tensor, of an op's result or of a call's output (a tuple
         where there are several); ``NotKeptError`` for one it did not keep."""
-        from ..errors import NotKeptError
-
         refs = (x,) if isinstance(x, TensorRef) else x.outputs
         what = x.text if isinstance(x, TensorRef) else f"%{x.name}" if isinstance(x, Op) else x.label
         if not refs:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import torch
+
 if TYPE_CHECKING:
-    from ._graph import Op
+    from ._records import Op
 
 Kind = Literal["input", "parameter", "buffer", "activation", "constant"]
 
@@ -40,8 +42,6 @@ def itemsize(dtype: str) -> int | None:
     entry = DTYPES.get(dtype)
     if entry is not None:
         return entry[1]
-    import torch
-
     dt = getattr(torch, dtype, None)
     return dt.itemsize if isinstance(dt, torch.dtype) else None
 

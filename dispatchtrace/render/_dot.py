@@ -10,7 +10,18 @@ import graphviz
 
 from .._text import shapes
 from ..graph import AUTO_BUDGET, Depth
-from ..views import Cluster, CollapsedGraph, Edge, Node, Predicate, attributes, attributes_text, collapse, resolve_depth
+from ..views import (
+    Cluster,
+    CollapsedGraph,
+    Edge,
+    Node,
+    Predicate,
+    attributes,
+    attributes_text,
+    collapse,
+    phase_graph,
+    resolve_depth,
+)
 
 if TYPE_CHECKING:
     from ..graph import Graph, PhaseView
@@ -241,7 +252,6 @@ def draw(graph: Graph | CollapsedGraph, o: DiagramOptions) -> graphviz.Digraph:
     if isinstance(graph, CollapsedGraph):
         cg = graph
     else:
-        from ..views import phase_graph
 
         graph = phase_graph(graph, o.phase)
         used, bundle = resolve_depth(graph, o.depth, max_nodes=o.max_nodes, predicate=o.predicate, fold=o.fold,
