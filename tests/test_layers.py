@@ -224,9 +224,6 @@ LOCAL_ALLOWED = {
     ("render._model_explorer", "views"): "(lead: remove after merge)",
     ("serialize._save", "torch"): "(lead: remove after merge)",
     ("serialize._save", "_version"): "(lead: remove after merge)",
-    ("render._formats", "serialize"): "(the registry imports its writers: item 5)", ("render._formats", "render._diagram"): "(the registry imports its writers: item 5)",
-    ("render._formats", "render._html"): "(the registry imports its writers: item 5)", ("render._formats", "render._model_explorer"): "(the registry imports its writers: item 5)",
-    ("render._formats", "render._text"): "(the registry imports its writers: item 5)", ("render._diff_page", "graph"): "(the registry imports its writers: item 5)", ("render._ranks", "views"): "(the registry imports its writers: item 5)",
 }
 
 
