@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import NotKeptError
 from ._records import Call, Op, PhaseView, Saved, new_call
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     import torch
     import torch.fx as fx
     import torch.nn as nn
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
+    from ..render import DotOptions, RenderOptions
     from ..replay import Constants
     from ..views import (
         CallRef,
@@ -105,17 +107,22 @@ class Graph:
 
         return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
 
-    def to_dot(self, depth: Depth = "auto", **options: Any) -> graphviz.Digraph:
-        """A ``graphviz.Digraph`` of the collapsed graph; the options (``fold``, ``rankdir``, ``phase``, ...) are
-        declared once, by ``render``'s ``DiagramOptions``, and explained in ``render/_dot.py``'s ``to_dot``."""
+    def to_dot(self, depth: Depth = "auto", **options: Unpack[DotOptions]) -> graphviz.Digraph:
+        """A ``graphviz.Digraph`` of the collapsed graph; the options (``DotOptions``: ``predicate``, ``fold``,
+        ``params``, ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``, ``source``, ``layout``,
+        ``phase``) are declared once, by ``render``'s ``DiagramOptions``, and explained in ``render/_dot.py``'s
+        ``to_dot``."""
         from ..render import to_dot
 
         return to_dot(self, depth, **options)
 
-    def render(self, path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Path:  # noqa: A002
+    def render(self, path: str | os.PathLike[str], *, format: str | None = None,  # noqa: A002
+               **options: Unpack[RenderOptions]) -> Path:
         """Write a diagram, the tree, the viewer or the capture to ``path``, the format from its suffix or
-        ``format=``; returns the path written. Each format declares its own options (``depth``, ``rankdir``,
-        ``force``, ...; ``render/_files.py`` lists them): one it does not take is a ``ValueError``."""
+        ``format=``; returns the path written. Each format declares its own options (``RenderOptions``: ``depth``,
+        ``predicate``, ``fold``, ``params``, ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``,
+        ``source``, ``layout``, ``phase``, ``force``, ``ops``, ``at``, ``statements``; ``render/_files.py`` says
+        which format takes which): one it does not take is a ``ValueError`` naming the formats that do."""
         from ..render import render
 
         return render(self, path, format=format, **options)

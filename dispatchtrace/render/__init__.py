@@ -6,6 +6,7 @@ from ._estimate import DiagramTooLargeError
 from ._files import render, write_diff, write_ranks
 from ._formats import for_path, help_text, option_names, suffixes
 from ._notebook import mimebundle
+from ._options import DotOptions, RenderOptions
 
-__all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Layout", "Rankdir", "for_path", "help_text",
+__all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "DotOptions", "Layout", "RenderOptions", "Rankdir", "for_path", "help_text",
            "mimebundle", "option_names", "render", "suffixes", "to_dot", "write_diff", "write_ranks"]

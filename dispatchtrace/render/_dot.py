@@ -24,7 +24,10 @@ from ..views import (
 )
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..graph import Graph, PhaseView
+    from ._options import DotOptions
 
 Rankdir = Literal["TB", "LR"]
 Layout = Literal["auto", "quality", "fast"]
@@ -218,7 +221,7 @@ def options_of(kind: type[OptionsT], what: str, values: dict[str, Any]) -> Optio
     return kind(**values)
 
 
-def to_dot(graph: Graph | CollapsedGraph, depth: Depth = "auto", **options: Any) -> graphviz.Digraph:
+def to_dot(graph: Graph | CollapsedGraph, depth: Depth = "auto", **options: Unpack[DotOptions]) -> graphviz.Digraph:
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
     ``depth`` as in ``graph/_depth.py`` (``"auto"``, the default: the deepest call depth whose

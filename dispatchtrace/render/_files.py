@@ -6,17 +6,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._formats import format_of, subject_of
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..graph import Graph
     from ..views import Diff
+    from ._options import RenderOptions
 
 
 def render(subject: Graph | Diff | Mapping[int, Graph], path: str | os.PathLike[str], *, format: str | None = None,  # noqa: A002
-           **options: Any) -> Path:
+           **options: Unpack[RenderOptions]) -> Path:
     """Write ``subject`` (a ``Graph``, a ``Diff``, ``{rank: Graph}``) to ``path`` in the format of its suffix
     (or the one named by ``format``); returns the path.
 
