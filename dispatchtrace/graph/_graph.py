@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from ..errors import NotKeptError
@@ -224,10 +225,16 @@ class Graph:
         values = tuple(self.kept[r.id] for r in refs)
         return values[0] if len(values) == 1 else values
 
-    def text(self, *, values: bool = False) -> str:
-        """``str(g)``, one line per op; ``values=True`` adds each result's statistics (``capture(values="stats")``)
-        after its op, ``= [min, max] mean .. norm ..`` (``no stats`` where there is none: meta tensors)."""
-        if not values:
+    def text(self, *, stats: bool = False, values: bool | None = None) -> str:
+        """``str(g)``, one line per op; ``stats=True`` adds each result's statistics (``capture(values="stats")``)
+        after its op, ``= [min, max] mean .. norm ..`` (``no stats`` where there is none: meta tensors).
+        (``values=`` is the deprecated spelling of ``stats=``: *values* are a tensor's data, ``Stats`` what is
+        kept instead; it goes in the next release.)"""
+        if values is not None:
+            warnings.warn("g.text(values=...) is g.text(stats=...) now; values= goes in the next release",
+                          DeprecationWarning, stacklevel=2)
+            stats = values
+        if not stats:
             return str(self)
         lines = []
         for op in self.ops:

@@ -58,7 +58,7 @@ def _short(row: list[Any] | None) -> list[Any] | None:
 
 
 def _tensors(g: Graph, refs: Any, s: _Strings) -> list[list[Any]]:
-    return [[s(f"{r.text}: {r.label}"), _short(stats_row(g.stats.get(r.id)))] for r in refs]
+    return [[s(f"{r.text}: {r.shape_text}"), _short(stats_row(g.stats.get(r.id)))] for r in refs]
 
 
 def _op(g: Graph, op: Op | None, s: _Strings) -> dict[str, Any] | None:

@@ -228,7 +228,7 @@ drawn = "a diagram drawn by graphviz's dot"
 register(Format("svg", (".svg",), diagram.image("svg"), diagram.ImageOptions, drawn, "image/svg+xml"))
 register(Format("pdf", (".pdf",), diagram.image("pdf"), diagram.ImageOptions, drawn, "application/pdf"))
 register(Format("png", (".png",), diagram.image("png"), diagram.ImageOptions, drawn, "image/png"))
-register(Format("dot", (".dot", ".gv"), diagram.source, diagram.DiagramOptions, "its DOT source", "text/vnd.graphviz"))
+register(Format("dot", (".dot", ".gv"), diagram.dot_text, diagram.DiagramOptions, "its DOT source", "text/vnd.graphviz"))
 register(Format("tree", (".txt",), text.tree_text, text.TreeOptions, "the tree", "text/plain"))
 register(Format("capture", (".json",), None, NoOptions, "the capture, for dispatchtrace render", "application/json",
                 write_files=_save_capture))

@@ -263,7 +263,7 @@ class _Replayer(_Emitter):
             if node is None:
                 where = f"read by %{reader.name} in {reader.call.label}" if reader else "returned"
                 raise ReplayError(
-                    f"input {ref.name} ({ref.label}, {where}) is not among graph.inputs; it was first seen "
+                    f"input {ref.name} ({ref.shape_text}, {where}) is not among graph.inputs; it was first seen "
                     f"outside any module call. Capture the model call alone: `with dt.capture(model) as g: model(x)`"
                 )
         else:
@@ -278,7 +278,7 @@ class _Replayer(_Emitter):
             first = next(r.producer for r in first.inputs if r.producer is not None and r.producer.index in self.left)
         why = "it is" if first is producer else "it reads what"
         where = f"%{reader.name} in {reader.call.label}" if reader else "the forward's result"
-        return (f"{where} reads {ref.label} %{producer.name}, which replay leaves out ({why} a {first.phase} op at the "
+        return (f"{where} reads {ref.shape_text} %{producer.name}, which replay leaves out ({why} a {first.phase} op at the "
                 f"top level of the block{' produced' if first is not producer else ''}): replay runs the forward function "
                 f"only, the ops inside the top-level calls and the forward ops at the root; capture the forward alone")
 

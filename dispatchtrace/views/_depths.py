@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..graph import AUTO_BUDGET, Depth, check_depth
+from ..graph import AUTO_DIAGRAM_NODES, Depth, check_depth
 from ._auto import choose, max_depth
 from ._collapse import CollapsedGraph, OpDepth, Predicate, collapse_at
 from ._phases import phase_graph
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..graph import Graph, PhaseView
 
 
-def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None,
+def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_DIAGRAM_NODES, predicate: Predicate | None = None,
                   fold: bool = False, params: bool = False, noise: bool = False) -> tuple[OpDepth, bool]:
     """``(call depth or "ops", bundle)``: what ``depth`` means for ``graph`` (see ``graph/_depth.py``);
     ``bundle`` says whether ``"auto"`` needed bundled ops to fit (``views/_auto.py``'s ``choose``)."""
