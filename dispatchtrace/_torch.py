@@ -20,7 +20,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
+from torch._subclasses.fake_tensor import is_fake
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import SUPPORTED_NODES
 
 graph_task_id = torch._C._current_graph_task_id
 """``-1`` outside autograd's backward, else the id of the backward (graph task) running on this thread."""
@@ -123,8 +125,6 @@ def _detaches_twice() -> bool:
     """Whether a detach run under a dispatch mode reaches it twice (torch 2.8): once as the detach,
     then as a detach of that detach's result, which is what the caller gets; a mode that calls
     ``func`` for a detach hands the mode outside it the same two. Found by running one."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     seen: list[Any] = []
 
     class Count(TorchDispatchMode):
@@ -149,15 +149,11 @@ the second as the first (a detach of a detach's result, met right after it, is o
 
 def has_values(t: torch.Tensor) -> bool:
     """False for meta and fake tensors (``FakeTensorMode``): they have shapes, dtypes and strides, no data."""
-    from torch._subclasses.fake_tensor import is_fake
-
     return t.device.type != "meta" and not is_fake(t)
 
 
 def pytree_node(cls: type) -> tuple[Any, Any] | None:
     """``(flatten_fn, unflatten_fn)`` of a type registered with torch's pytree
     (``torch.utils._pytree.register_pytree_node``: Hugging Face's ``ModelOutput``), else ``None``."""
-    from torch.utils._pytree import SUPPORTED_NODES
-
     node = SUPPORTED_NODES.get(cls)
     return None if node is None else (node.flatten_fn, node.unflatten_fn)

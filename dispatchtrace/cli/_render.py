@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..graph import Graph
-from ..serialize import FormatError, load
+from ..render import write_ranks
+from ..serialize import FormatError, load, load_ranks
 from ..views import has_backward
 from ._errors import ArgumentParser, CliError
 from ._options import add_output_arguments, add_view_arguments, check_options, check_outputs, tree_of, write_outputs
@@ -54,8 +55,6 @@ def run(argv: Sequence[str]) -> int:
 
 def _ranks(args: argparse.Namespace) -> int:
     """Several rank files: one HTML page with a tab per rank and their collectives aligned."""
-    from ..render import write_ranks
-    from ..serialize import load_ranks
 
     pages = [o for o in args.output or [] if o.lower().endswith((".html", ".htm"))]
     if not pages or len(pages) != len(args.output):

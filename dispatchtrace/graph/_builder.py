@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ._graph import Call, Graph, Op, Phase, Saved, new_call
+from ._graph import Graph
 from ._literal import Literal
+from ._records import Call, Op, Phase, Saved, new_call
 from ._tensors import TensorRef
 from ._users import Users
 

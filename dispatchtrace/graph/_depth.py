@@ -8,9 +8,10 @@ and the CLI's ``--depth`` (the model's own call is depth 0, its children 1, ...)
 - ``"all"``: every module call is shown open down to the leaf calls, whose ops are not listed.
 - ``"ops"``: every op is shown (``collapse``: nothing is collapsed; ``tree``: every call is open
   and its ops are listed).
-- ``"auto"``: the deepest int depth whose output stays readable, at most ``AUTO_BUDGET`` (150)
-  nodes in a diagram (``max_nodes=`` changes it) or lines in a tree; depth 0 when none fits, and
-  the ops when the capture saw no module call.
+- ``"auto"``: the deepest int depth whose output stays readable: at most ``AUTO_TREE_LINES`` (150)
+  lines in a tree, ``AUTO_DIAGRAM_NODES`` (150) nodes in a diagram (``max_nodes=`` changes it),
+  ``AUTO_VIEWER_BOXES`` (30) boxes open at first in the viewer; depth 0 when none fits, and the ops
+  when the capture saw no module call.
 
 Each view keeps its own default (``collapse``: ``"ops"``; ``tree`` and ``summary``: ``"all"``;
 ``to_dot`` and ``render``: ``"auto"``). The summary has one row per call and no op rows, so there
@@ -34,8 +35,14 @@ Depth = int | Literal["auto", "ops", "all"]
 NAMED: tuple[str, ...] = ("auto", "ops", "all")
 """The named depths, in the order error messages list them."""
 
-AUTO_BUDGET = 150
-"""``"auto"``: the most nodes a diagram (or lines a tree) may have at the chosen depth."""
+AUTO_TREE_LINES = 150
+"""``"auto"`` in a tree (``g.tree``, ``.txt``): the most lines it may have at the chosen depth."""
+
+AUTO_DIAGRAM_NODES = 150
+"""``"auto"`` in a diagram (``to_dot``, the images; ``max_nodes=``'s default): the most nodes at the chosen depth."""
+
+AUTO_VIEWER_BOXES = 30
+"""``"auto"`` in the viewer (``.html``): the most boxes it opens at first (by the diagrams' rule)."""
 
 ACCEPTED = "an int >= 0 (the model's call is 0, its children 1, ...), 'auto', 'ops' or 'all'"
 

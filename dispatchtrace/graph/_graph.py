@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import warnings
+from typing import TYPE_CHECKING
 
-from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Saved, new_call, op_ranges
+from ..errors import NotKeptError
+from ._records import Call, Op, PhaseView, Saved, new_call
 from ._stats import Stats
 from ._tensors import TensorRef
+from .lint import lint as _lint
 
-__all__ = ["PHASES", "PHASE_VIEWS", "Call", "Child", "Graph", "Op", "Phase", "PhaseView", "Saved", "new_call",
-           "op_ranges"]
+__all__ = ["Graph"]
 
 if TYPE_CHECKING:
     import os
@@ -20,10 +22,22 @@ if TYPE_CHECKING:
     import torch
     import torch.fx as fx
     import torch.nn as nn
+    from typing_extensions import Unpack  # (typing's from Python 3.11)
 
+    from ..render import DotOptions, RenderOptions
     from ..replay import Constants
-    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, NonFinite, Predicate, Summary, Tree
-    from ..views._nonfinite import Kind as NonFiniteKind
+    from ..views import (
+        CallRef,
+        CollapsedGraph,
+        Collectives,
+        Costs,
+        Memory,
+        NonFinite,
+        NonFiniteKind,
+        Predicate,
+        Summary,
+        Tree,
+    )
     from ._depth import Depth
     from ._literal import Literal
 
@@ -72,9 +86,7 @@ class Graph:
 
     def lint(self) -> None:
         """Check every invariant ``docs/semantics.md`` promises; raise ``LintError`` naming the first broken one."""
-        from .lint import lint
-
-        lint(self)
+        _lint(self)
 
     # ---- views and exports: thin doors to the modules that implement them -----------------
     # (imports are local: graph is the data model, the layers above it import graph, not back)
@@ -85,9 +97,9 @@ class Graph:
                  params: bool = False, noise: bool = False, phase: PhaseView = "forward") -> CollapsedGraph:
         """Smaller DAG with every module call at ``depth`` as one node; see ``views/_collapse.py``
         (``phase``: what of a training step, ``views/_phases.py``)."""
-        from ..views import collapse, phase_graph
+        from ..views import collapse
 
-        return collapse(phase_graph(self, phase), depth, predicate=predicate, fold=fold, params=params, noise=noise)
+        return collapse(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, phase=phase)
 
     def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
              statements: bool = False, phase: PhaseView = "forward") -> Tree:
@@ -96,17 +108,22 @@ class Graph:
 
         return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
 
-    def to_dot(self, depth: Depth = "auto", **options: Any) -> graphviz.Digraph:
-        """A ``graphviz.Digraph`` of the collapsed graph; the options (``fold``, ``rankdir``, ``phase``, ...) are
-        declared once, by ``render``'s ``DiagramOptions``, and explained in ``render/_dot.py``'s ``to_dot``."""
+    def to_dot(self, depth: Depth = "auto", **options: Unpack[DotOptions]) -> graphviz.Digraph:
+        """A ``graphviz.Digraph`` of the collapsed graph; the options (``DotOptions``: ``predicate``, ``fold``,
+        ``params``, ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``, ``source``, ``layout``,
+        ``phase``) are declared once, by ``render``'s ``DiagramOptions``, and explained in ``render/_dot.py``'s
+        ``to_dot``."""
         from ..render import to_dot
 
         return to_dot(self, depth, **options)
 
-    def render(self, path: str | os.PathLike[str], *, format: str | None = None, **options: Any) -> Path:  # noqa: A002
+    def render(self, path: str | os.PathLike[str], *, format: str | None = None,  # noqa: A002
+               **options: Unpack[RenderOptions]) -> Path:
         """Write a diagram, the tree, the viewer or the capture to ``path``, the format from its suffix or
-        ``format=``; returns the path written. Each format declares its own options (``depth``, ``rankdir``,
-        ``force``, ...; ``render/_files.py`` lists them): one it does not take is a ``ValueError``."""
+        ``format=``; returns the path written. Each format declares its own options (``RenderOptions``: ``depth``,
+        ``predicate``, ``fold``, ``params``, ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``,
+        ``source``, ``layout``, ``phase``, ``force``, ``ops``, ``at``, ``statements``; ``render/_files.py`` says
+        which format takes which): one it does not take is a ``ValueError`` naming the formats that do."""
         from ..render import render
 
         return render(self, path, format=format, **options)
@@ -176,7 +193,7 @@ class Graph:
         """Write this capture as versioned JSON; ``dispatchtrace.load`` reads it back. See ``serialize``."""
         from ..serialize import save
 
-        save(self, path)
+        return save(self, path)
 
     def op(self, name: str) -> Op:
         """The op with this unique name (``convolution_3``)."""
@@ -195,8 +212,6 @@ class Graph:
     def value(self, x: Op | Call | TensorRef) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The copy ``capture(keep=...)`` kept of a tensor, of an op's result or of a call's output (a tuple
         where there are several); ``NotKeptError`` for one it did not keep."""
-        from ..errors import NotKeptError
-
         refs = (x,) if isinstance(x, TensorRef) else x.outputs
         what = x.text if isinstance(x, TensorRef) else f"%{x.name}" if isinstance(x, Op) else x.label
         if not refs:
@@ -210,10 +225,16 @@ class Graph:
         values = tuple(self.kept[r.id] for r in refs)
         return values[0] if len(values) == 1 else values
 
-    def text(self, *, values: bool = False) -> str:
-        """``str(g)``, one line per op; ``values=True`` adds each result's statistics (``capture(values="stats")``)
-        after its op, ``= [min, max] mean .. norm ..`` (``no stats`` where there is none: meta tensors)."""
-        if not values:
+    def text(self, *, stats: bool = False, values: bool | None = None) -> str:
+        """``str(g)``, one line per op; ``stats=True`` adds each result's statistics (``capture(values="stats")``)
+        after its op, ``= [min, max] mean .. norm ..`` (``no stats`` where there is none: meta tensors).
+        (``values=`` is the deprecated spelling of ``stats=``: *values* are a tensor's data, ``Stats`` what is
+        kept instead; it goes in the next release.)"""
+        if values is not None:
+            warnings.warn("g.text(values=...) is g.text(stats=...) now; values= goes in the next release",
+                          DeprecationWarning, stacklevel=2)
+            stats = values
+        if not stats:
             return str(self)
         lines = []
         for op in self.ops:

@@ -149,7 +149,7 @@ class Op:
     def __str__(self) -> str:
         args = [_fmt(a) for a in self.args]
         args += [f"{k}={_fmt(v)}" for k, v in self.kwargs.items()]
-        outs = shapes([o.label for o in self.outputs]) or "()"
+        outs = shapes([o.shape_text for o in self.outputs]) or "()"
         if len(self.outputs) > 1:
             outs = f"({outs})"
         where = self.call.label

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+import torch
+
 if TYPE_CHECKING:
-    from ._graph import Op
+    from ._records import Op
 
 Kind = Literal["input", "parameter", "buffer", "activation", "constant"]
 
@@ -40,8 +43,6 @@ def itemsize(dtype: str) -> int | None:
     entry = DTYPES.get(dtype)
     if entry is not None:
         return entry[1]
-    import torch
-
     dt = getattr(torch, dtype, None)
     return dt.itemsize if isinstance(dt, torch.dtype) else None
 
@@ -80,8 +81,15 @@ class TensorRef:
     slot: int = 0
 
     @property
+    def shape_text(self) -> str:
+        """The dtype and shape as every view writes them: ``f32[1, 64, 56, 56]``."""
+        return shape_text(self.dtype, self.shape)
+
+    @property
     def label(self) -> str:
-        """``f32[1, 64, 56, 56]``."""
+        """Deprecated alias of ``shape_text`` (a *label* is how a call is named, ``Call.label``); goes in the next release."""
+        warnings.warn("TensorRef.label is TensorRef.shape_text now; label goes in the next release",
+                      DeprecationWarning, stacklevel=2)
         return shape_text(self.dtype, self.shape)
 
     @property
@@ -104,7 +112,7 @@ class TensorRef:
         return n
 
     def __repr__(self) -> str:
-        return f"TensorRef({self.text}: {self.label}, storage={self.storage}, v{self.version}, {self.kind})"
+        return f"TensorRef({self.text}: {self.shape_text}, storage={self.storage}, v{self.version}, {self.kind})"
 
 
 def shares_storage(outputs: tuple[TensorRef, ...], inputs: list[TensorRef]) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -187,7 +188,6 @@ def resolve(model_type: str, overrides: dict[str, Any], task: Task | None) -> Hf
 
 def _modeling_module(config: Any) -> Any:
     """``transformers.models.clip.modeling_clip`` for a ``configuration_clip`` config."""
-    import importlib
 
     package, _, module = type(config).__module__.rpartition(".")
     return importlib.import_module(f"{package}.{module.replace('configuration_', 'modeling_', 1)}")

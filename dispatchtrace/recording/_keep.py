@@ -72,7 +72,7 @@ class Keeper:
             size = t.numel() * t.element_size()
             if self.bytes + size > self.budget:
                 raise KeepBudgetError(
-                    f"keeping {ref.text} of {where} ({ref.label}, {size:,} bytes) would bring the values kept to "
+                    f"keeping {ref.text} of {where} ({ref.shape_text}, {size:,} bytes) would bring the values kept to "
                     f"{self.bytes + size:,} bytes, past keep_bytes={self.budget:,}; narrow keep= (now {self._keep!r}) "
                     f"or pass a larger keep_bytes=")
             with disable_current_modes(), torch.no_grad():

@@ -10,7 +10,6 @@ from torch.utils.hooks import RemovableHandle
 
 from .._structure import map_leaves, tensor_leaves
 from .._torch import has_values
-from ..graph import SCHEMAS as _schemas
 from ..graph import (
     Call,
     Graph,
@@ -21,7 +20,6 @@ from ..graph import (
     TensorRef,
     input_construction,
     overload_of,
-    schema_of,
     shares_storage,
 )
 from ._call_events import CallEvents
@@ -32,6 +30,8 @@ from ._keep import KEEP_BYTES, Keep, Keeper
 from ._literals import CONSTANTS_LIMIT, literal_of
 from ._names import Names
 from ._params import add_params
+from ._schema import SCHEMAS as _schemas
+from ._schema import schema_of
 from ._source import Site, SourceTable, user_site
 from ._stats import StatsTaker
 from ._tracker import Tracker

@@ -1,13 +1,12 @@
 """Renderers: text, DOT, files, through one registry of formats. Only this layer imports graphviz or writes files."""
 
 from ..errors import DotFailedError, DotNotFoundError
-from ._diff_page import write_diff
 from ._dot import Layout, Rankdir, to_dot
 from ._estimate import DiagramTooLargeError
-from ._files import render
+from ._files import render, write_diff, write_ranks
 from ._formats import for_path, help_text, option_names, suffixes
 from ._notebook import mimebundle
-from ._ranks import write_ranks
+from ._options import DotOptions, RenderOptions
 
-__all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Layout", "Rankdir", "for_path", "help_text",
+__all__ = ["DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "DotOptions", "Layout", "RenderOptions", "Rankdir", "for_path", "help_text",
            "mimebundle", "option_names", "render", "suffixes", "to_dot", "write_diff", "write_ranks"]

@@ -29,8 +29,8 @@ class ImageOptions(DiagramOptions):
     force: bool = False
 
 
-def source(graph: Graph, o: DiagramOptions) -> bytes:
-    """The DOT source of the diagram (``.dot``, ``.gv``): no ``dot`` program needed."""
+def dot_text(graph: Graph, o: DiagramOptions) -> bytes:
+    """The DOT text of the diagram (``.dot``, ``.gv``; graphviz calls it ``Digraph.source``): no ``dot`` program needed."""
     return draw(graph, o).source.encode("utf-8")
 
 

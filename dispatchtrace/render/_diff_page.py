@@ -1,4 +1,4 @@
-"""The HTML page of a diff (``dispatchtrace diff A.json B.json -o diff.html``, ``dt.write_diff(d, path)``).
+"""The HTML page of a diff (``dispatchtrace diff A.json B.json -o diff.html``, ``dt.write_diff(d, path)``: the ``diff`` format).
 
 One self-contained page, like the viewer (it names no URL it could fetch): the aligned call tree, each
 call coloured by the largest relative difference of its outputs (``CallDiff.error``, a log scale), the
@@ -21,16 +21,26 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ..graph import Call
 from ._html import _Strings
 from ._html_stats import STATS_TABLES, stats_row
 
 if TYPE_CHECKING:
-    from ..graph import Call, Graph, Op, TensorRef
+    from ..graph import Graph, Op, TensorRef
     from ..views import Diff
+
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiffOptions:
+    """The options of the diff page (the ``diff`` format): ``title`` (default: the model's type)."""
+
+    title: str | None = None
+
 
 #: the page's scripts, in load order
 DIFF_SCRIPTS = ("rows.js", "stats.js", "diff.js")
@@ -48,7 +58,7 @@ def _short(row: list[Any] | None) -> list[Any] | None:
 
 
 def _tensors(g: Graph, refs: Any, s: _Strings) -> list[list[Any]]:
-    return [[s(f"{r.text}: {r.label}"), _short(stats_row(g.stats.get(r.id)))] for r in refs]
+    return [[s(f"{r.text}: {r.shape_text}"), _short(stats_row(g.stats.get(r.id)))] for r in refs]
 
 
 def _op(g: Graph, op: Op | None, s: _Strings) -> dict[str, Any] | None:
@@ -107,8 +117,6 @@ def diff_payload(d: Diff) -> dict[str, Any]:
 
 
 def _walk(c: Call) -> Any:
-    from ..graph import Call
-
     yield c
     for k in c.children:
         if isinstance(k, Call):
@@ -137,11 +145,3 @@ def diff_page(d: Diff, *, title: str | None = None) -> str:
             f"<body>\n{_asset('diff.html')}"
             f"<script type=\"application/json\" id=\"dt-diff\">{data}</script>\n"
             f"<script>\n{scripts}\n</script>\n</body></html>\n")
-
-
-def write_diff(d: Diff, path: str | os.PathLike[str], *, title: str | None = None) -> None:
-    """Write the page of ``d`` (``dt.diff(a, b)``) to ``path`` (``.html``)."""
-    if not str(path).lower().endswith((".html", ".htm")):
-        raise ValueError(f"{path}: a diff renders to one HTML page; name it like diff.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(diff_page(d, title=title))

@@ -9,11 +9,25 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import graphviz
 
 from .._text import shapes
-from ..graph import AUTO_BUDGET, Depth
-from ..views import Cluster, CollapsedGraph, Edge, Node, Predicate, attributes, attributes_text, collapse, resolve_depth
+from ..graph import AUTO_DIAGRAM_NODES, Depth
+from ..views import (
+    Cluster,
+    CollapsedGraph,
+    Edge,
+    Node,
+    Predicate,
+    attributes,
+    attributes_text,
+    collapse,
+    phase_graph,
+    resolve_depth,
+)
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..graph import Graph, PhaseView
+    from ._options import DotOptions
 
 Rankdir = Literal["TB", "LR"]
 Layout = Literal["auto", "quality", "fast"]
@@ -60,7 +74,7 @@ def text(*lines: str) -> graphviz.quoting.NoHtml:
 def edge_label(edge: Edge, *, limit: int = 2) -> str:
     """``f32[1, 64, 56, 56]``; several different tensors: the first ``limit`` and a count; more than
     ``limit`` tensors of one shape: ``100 × f32[3]``."""
-    labels = list(dict.fromkeys(t.label for t in edge.tensors))
+    labels = list(dict.fromkeys(t.shape_text for t in edge.tensors))
     if len(labels) == 1 and len(edge.tensors) > limit:
         return f"{len(edge.tensors)} × {labels[0]}"
     if len(labels) > limit:
@@ -72,7 +86,7 @@ def _node_label(node: Node) -> graphviz.quoting.NoHtml:
     if node.kind in ("input", "tensor") and node.ref is not None:
         return text(node.label, node.ref.label)
     if node.kind == "output":
-        return text("output", *_capped(list(dict.fromkeys(r.label for r in node.outputs))))
+        return text("output", *_capped(list(dict.fromkeys(r.shape_text for r in node.outputs))))
     return text(node.label)
 
 
@@ -84,14 +98,14 @@ def _tooltip(node: Node, source: bool) -> graphviz.quoting.NoHtml:
         return text(*lines)
     if node.call is not None:
         n_ops = sum(1 for _ in node.call.all_ops())
-        ins = shapes([r.label for r in node.call.inputs]) or "()"
-        outs = shapes([r.label for r in node.outputs]) or "()"
+        ins = shapes([r.shape_text for r in node.call.inputs]) or "()"
+        outs = shapes([r.shape_text for r in node.outputs]) or "()"
         count = f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" per call, {node.fold} calls" if node.fold > 1 else "")
         where = node.call.source if source else None
         attrs = attributes_text(attributes(node.call.module)) if node.call.module is not None else ""
         return text(node.label, f"{ins} -> {outs}", count, *([attrs] if attrs else []),
                     *([f"called at {where}"] if where is not None else []))
-    refs = [f"{r.text}: {r.label} ({r.kind})" for r in node.outputs]
+    refs = [f"{r.text}: {r.shape_text} ({r.kind})" for r in node.outputs]
     return text(*_capped(refs)) if refs else text(node.label)
 
 
@@ -162,7 +176,7 @@ def digraph(
         attrs: dict[str, object] = {}
         if edge.tensors:
             label = edge_label(edge)
-            tips = [f"{t.text}: {t.label}" for t in edge.tensors]
+            tips = [f"{t.text}: {t.shape_text}" for t in edge.tensors]
             attrs["tooltip"] = text(*_capped(tips))
             if edge_labels:
                 attrs["xlabel" if fast else "label"] = text(label)
@@ -182,7 +196,7 @@ class DiagramOptions:
     noise: bool = False
     rankdir: Rankdir = "TB"
     edge_labels: bool = True
-    max_nodes: int = AUTO_BUDGET
+    max_nodes: int = AUTO_DIAGRAM_NODES
     title: str | None = None
     source: bool = True
     layout: Layout = "auto"
@@ -207,7 +221,7 @@ def options_of(kind: type[OptionsT], what: str, values: dict[str, Any]) -> Optio
     return kind(**values)
 
 
-def to_dot(graph: Graph | CollapsedGraph, depth: Depth = "auto", **options: Any) -> graphviz.Digraph:
+def to_dot(graph: Graph | CollapsedGraph, depth: Depth = "auto", **options: Unpack[DotOptions]) -> graphviz.Digraph:
     """A diagram of ``graph`` collapsed at ``depth``, as a ``graphviz.Digraph``.
 
     ``depth`` as in ``graph/_depth.py`` (``"auto"``, the default: the deepest call depth whose
@@ -241,7 +255,6 @@ def draw(graph: Graph | CollapsedGraph, o: DiagramOptions) -> graphviz.Digraph:
     if isinstance(graph, CollapsedGraph):
         cg = graph
     else:
-        from ..views import phase_graph
 
         graph = phase_graph(graph, o.phase)
         used, bundle = resolve_depth(graph, o.depth, max_nodes=o.max_nodes, predicate=o.predicate, fold=o.fold,

@@ -26,7 +26,7 @@ def derived_io(graph: Graph, hidden: frozenset[Op]) -> dict[Call, tuple[list[Ten
     ...     lin(torch.ones(1, 4)).sum().backward()
     >>> back = phase_graph(g, "backward")
     >>> ins, outs = derived_io(back, frozenset())[back.root]  # the page's <capture>: the loss's seed and x in, the gradients out
-    >>> [r.label for r in ins], [r.label for r in outs]
+    >>> [r.shape_text for r in ins], [r.shape_text for r in outs]
     (['f32[]', 'f32[1, 4]'], ['f32[2]', 'f32[2, 4]'])
     """
     readers: dict[int, list[Op]] = {}  # by id(ref): a view shares its base's storage and version

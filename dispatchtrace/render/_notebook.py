@@ -63,7 +63,8 @@ def mimebundle(graph: Graph, include: Iterable[str] | None = None, exclude: Iter
     bundle: dict[str, str] = {}
     for name in SHOWN:
         fmt = get(name)
-        if not shown(fmt.mime) or fmt.mime in bundle or (name == "html" and len(graph.ops) > INLINE_MAX_OPS):
+        if (fmt.write is None or not shown(fmt.mime) or fmt.mime in bundle
+                or (name == "html" and len(graph.ops) > INLINE_MAX_OPS)):
             continue
         try:
             text = fmt.write(graph, fmt.options()).decode("utf-8")

@@ -1,6 +1,6 @@
 """Several ranks' captures on one HTML page: a tab per rank (each the full viewer) and their collectives aligned.
 
-``dispatchtrace render 'trace.rank*.json' -o ranks.html`` (or ``write_ranks(dt.load_ranks(...), path)``)
+``dispatchtrace render 'trace.rank*.json' -o ranks.html`` (or ``write_ranks(dt.load_ranks(...), path)``: the ``ranks`` format)
 writes one self-contained page. Its top is a rank selector; each rank's tab is that rank's own viewer
 page (``render/html.py``, in an ``iframe`` whose ``srcdoc`` holds it, so every viewer feature works
 per rank). Below it, for each process group, a table aligns the collectives its member ranks issued
@@ -23,6 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..views import agreement_key, mismatch, sequences
 from ._html import HtmlOptions, page
 
 if TYPE_CHECKING:
@@ -44,8 +45,6 @@ def ranks_payload(ranks: Mapping[int, Graph]) -> dict[str, Any]:
     """What the page shows besides the viewers: ``ranks``; ``groups``, each with its ``group`` text,
     member ``ranks`` and ``rows`` (``position``, ``cells`` one per member rank, ``None`` where a rank
     issued no more, ``agree``); ``mismatch`` (the first disagreement as text, or ``None``)."""
-    from ..views import agreement_key, mismatch, sequences
-
     first = mismatch(ranks)
     out = []
     for group, seqs in sequences(ranks):
@@ -121,11 +120,3 @@ def ranks_page(ranks: Mapping[int, Graph], o: HtmlOptions) -> str:
             f'<section id="collectives"><h2>Collectives by group, aligned by position</h2>\n{verdict}\n{tables}\n</section>\n'
             f'<script type="application/json" id="dt-ranks">{data}</script>\n'
             f"<script>{_SCRIPT}dtRank({p['ranks'][0]});</script>\n</body></html>\n")
-
-
-def write_ranks(ranks: Mapping[int, Graph], path: str, *, title: str | None = None) -> None:
-    """Write the page for ``ranks`` (``{rank: Graph}``, as ``dt.load_ranks`` returns) to ``path``."""
-    if not str(path).lower().endswith((".html", ".htm")):
-        raise ValueError(f"{path}: several ranks render to one HTML page; name it like ranks.html")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(ranks_page(ranks, HtmlOptions(title=title)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..views import tree
+
 if TYPE_CHECKING:
     from ..graph import Call, Depth, Graph, PhaseView
 
@@ -23,6 +25,4 @@ class TreeOptions:
 
 def tree_text(graph: Graph, o: TreeOptions) -> bytes:
     """The tree as printed, with a final newline."""
-    from ..views import tree
-
     return f"{tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements, phase=o.phase)}\n".encode()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import keyword
-import operator
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,31 +11,16 @@ import torch
 import torch.fx as fx
 import torch.nn as nn
 
-from .._structure import Built, iter_leaves, map_leaves, tensor_leaves
+from .._structure import iter_leaves
 from ..errors import ReplayError
-from ..graph import Call, Group, Op, TensorRef, input_construction, is_collective, overload_of
+from ..graph import Call, Op, TensorRef, input_construction
+from ._emit import _PRINTABLE, _Emitter, _refuse_collectives
 from ._forward import output_structure, replayed_ops
-from ._objects import built_type, rebuild
 
 if TYPE_CHECKING:
     from ..graph import Graph
 
 Constants = Mapping[str, torch.Tensor] | Literal["error", "inputs"]
-
-
-def resolve_target(target: str) -> Any:
-    """The ``OpOverload`` named by an op's ``target``.
-
-    >>> resolve_target("aten.convolution.default")
-    <OpOverload(op='aten.convolution', overload='default')>
-    """
-    found = overload_of(target)
-    if found is None:
-        raise ReplayError(
-            f"cannot find the ATen overload {target!r} (torch.ops.{target}); import the library that defines it "
-            f"(e.g. `import torchvision` for torchvision ops) before replaying"
-        )
-    return found
 
 
 def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants = "error") -> fx.GraphModule:
@@ -78,8 +62,6 @@ def to_fx(graph: Graph, model: nn.Module | None = None, *, constants: Constants 
     return _Replayer(graph, model, constants).build()
 
 
-_PRINTABLE = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device, torch.layout,
-                        torch.memory_format, slice, type(Ellipsis)})
 _IDENT = re.compile(r"[^0-9a-zA-Z_]+")
 
 
@@ -90,7 +72,7 @@ def _ident(name: str) -> str:
     return ident
 
 
-class _Replayer:
+class _Replayer(_Emitter):
     """One ``to_fx`` call: walks the ops once, mapping every tensor ref to the node that holds it."""
 
     def __init__(self, graph: Graph, model: nn.Module | None, constants: Constants) -> None:
@@ -281,7 +263,7 @@ class _Replayer:
             if node is None:
                 where = f"read by %{reader.name} in {reader.call.label}" if reader else "returned"
                 raise ReplayError(
-                    f"input {ref.name} ({ref.label}, {where}) is not among graph.inputs; it was first seen "
+                    f"input {ref.name} ({ref.shape_text}, {where}) is not among graph.inputs; it was first seen "
                     f"outside any module call. Capture the model call alone: `with dt.capture(model) as g: model(x)`"
                 )
         else:
@@ -296,7 +278,7 @@ class _Replayer:
             first = next(r.producer for r in first.inputs if r.producer is not None and r.producer.index in self.left)
         why = "it is" if first is producer else "it reads what"
         where = f"%{reader.name} in {reader.call.label}" if reader else "the forward's result"
-        return (f"{where} reads {ref.label} %{producer.name}, which replay leaves out ({why} a {first.phase} op at the "
+        return (f"{where} reads {ref.shape_text} %{producer.name}, which replay leaves out ({why} a {first.phase} op at the "
                 f"top level of the block{' produced' if first is not producer else ''}): replay runs the forward function "
                 f"only, the ops inside the top-level calls and the forward ops at the root; capture the forward alone")
 
@@ -307,101 +289,6 @@ class _Replayer:
             raise ReplayError(f"{ref!r} says it is output {ref.slot} of %{producer.name}, which has "
                               f"{len(outs)} outputs of other storage: the record is inconsistent (a capture bug)")
         return self.env[outs[ref.slot].id]
-
-    def _result(self, value: Any) -> Any:
-        """The output structure with nodes for refs; the leaves fx prints as code stay constants."""
-        return map_leaves(value, self._result_leaf)
-
-    def _result_leaf(self, value: Any) -> Any:
-        if isinstance(value, TensorRef):
-            return self._node(value, None)
-        if isinstance(value, Built):  # a ModelOutput, a DynamicCache: made again around the replayed tensors
-            try:
-                built_type(value)
-            except ImportError as exc:
-                raise ReplayError(str(exc)) from None
-            target = f"_built{sum(k[0] == 'built' for k in self.external)}"
-            setattr(self.root, target, value)
-            maker = self.external["built", target] = self.fx.get_attr(target)
-            return self.fx.call_function(rebuild, (maker, self._result(value.fields)))
-        return value if type(value) in _PRINTABLE else None
-
-    def _args(self, op: Op) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """``op``'s arguments with nodes for refs (the same walk capture made over the live ones)."""
-
-        def leaf(value: Any) -> Any:
-            return self._arg(value, op)
-
-        return map_leaves(op.args, leaf), map_leaves(op.kwargs, leaf)
-
-    def _arg(self, value: Any, reader: Op) -> Any:
-        if isinstance(value, TensorRef):
-            return self._node(value, reader)
-        if type(value) in _PRINTABLE or isinstance(value, (int, float)):
-            return value
-        # an object fx cannot print as code (a torch.Generator, a script object): an attribute
-        key = ("object", str(id(value)))
-        node = self.external.get(key)
-        if node is None:
-            target = f"_object{sum(k[0] == 'object' for k in self.external)}"
-            setattr(self.root, target, value)
-            node = self.external[key] = self.fx.get_attr(target)
-        return node
-
-    def _emit(self, op: Op) -> None:
-        func = resolve_target(op.target)
-        args, kwargs = self._args(op)
-        if any(ref.storage in self.leaf_storages for ref in op.mutated):
-            # a write into a parameter or input (or a view of one) ran in eager under no_grad, the only
-            # mode where a leaf that requires grad may be written in place: replay it the same way
-            node = self.fx.create_node("call_function", leaf_write, (func, *args), kwargs, name=op.name)
-            node.meta["dispatchtrace_aten"] = func
-        else:
-            node = self.fx.create_node("call_function", func, args, kwargs, name=op.name)
-        node.meta["dispatchtrace_op"] = op.index
-        outs = op.outputs
-        if not outs:
-            return
-        returns = [str(r.type) for r in func._schema.returns]
-        if returns == ["Tensor"] and len(outs) == 1:
-            self.env[outs[0].id] = node
-            return
-        if returns == ["List[Tensor]"] or (len(returns) == len(outs) and all(r == "Tensor" for r in returns)):
-            source = node
-        else:
-            source = self.fx.call_function(tensor_leaves, (node,))
-            source.meta["dispatchtrace_op"] = op.index
-        for i, ref in enumerate(outs):
-            item = self.fx.call_function(operator.getitem, (source, i))
-            item.meta["dispatchtrace_op"] = op.index
-            self.env[ref.id] = item
-
-
-def _refuse_collectives(ops: list[Op]) -> None:
-    """Replay runs one process with no process group: a collective (c10d or functional) among the
-    replayed ops cannot run."""
-    for op in ops:
-        if is_collective(op.target):
-            group = next((str(a) for a in op.args if isinstance(a, Group)), "its process group")
-            raise ReplayError(
-                f"%{op.name} ({op.target}, over {group}) is a collective: replay runs one process and cannot "
-                f"reproduce what other ranks send; replay a capture of the model without torch.distributed")
-
-
-def leaf_write(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)``, an in-place op on a parameter or input: under ``no_grad`` when it
-    writes a leaf that requires grad (or a view of one) with grad mode on, which autograd refuses
-    and which therefore ran under ``no_grad`` in the forward (``self.w.mul_(1.5)`` in a ``no_grad`` block)."""
-    if torch.is_grad_enabled() and any(_grad_leaf(a) for a in tensor_leaves((args, kwargs))):
-        with torch.no_grad():
-            return func(*args, **kwargs)
-    return func(*args, **kwargs)
-
-
-def _grad_leaf(t: torch.Tensor) -> bool:
-    base = t if t._base is None else t._base
-    return base.is_leaf and base.requires_grad
-
 
 def _pick(value: Any, key: Any) -> Any:
     """``value[key]``; a field of a namedtuple or dataclass argument (recorded as a dict) by name."""

@@ -12,12 +12,12 @@ import torch.fx as fx
 import torch.nn as nn
 from torch.utils import _pytree as pytree
 
+from .._structure import tensor_leaves
 from .._text import one_line
 from .._torch import has_values
 from ..graph import Graph, Op
 from ..recording import OpMode, SourceTable, user_site
 from ._forward import bind_arguments, replayed_ops
-from ._fx import tensor_leaves
 from ._snapshot import Runs
 
 # ops whose outputs hold uninitialized memory: their values are never compared

@@ -21,7 +21,8 @@ import os
 import re
 from collections.abc import Iterable
 
-from ..graph import Graph
+from ..graph import Graph, Group
+from ._load import load
 
 _RANK = re.compile(r"\.rank(\d+)(?=\.[^.]+$)")
 
@@ -48,8 +49,6 @@ def load_ranks(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]])
 
     The rank comes from the file name, else from the capture's collectives (the rank that
     recorded them); a file that says neither, or two files of one rank, is an error."""
-    from ..graph import Group
-    from ._load import load
 
     if isinstance(paths, (str, os.PathLike)):
         pattern = os.fspath(paths)

@@ -7,6 +7,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from .._structure import Built
 from ..errors import FormatError
 from ..graph import DTensorOp, Group, Literal, Opaque, Source, TensorRef
@@ -64,8 +66,6 @@ def _value(v: Any) -> Any:
         return {"$opaque": v.type, "text": v.text}
     if t in _TAGS:  # a record capture made (a Group)
         return _record(v)
-    import torch
-
     if isinstance(v, torch.dtype):
         return {"$dtype": str(v).removeprefix("torch.")}
     if isinstance(v, torch.device):
@@ -105,8 +105,6 @@ def _unvalue(v: Any, ref: Callable[[int], TensorRef]) -> Any:
         return _unbuilt(v, ref)
     if "$record" in v:
         return _unrecord(v)
-    import torch
-
     if "$dtype" in v or "$layout" in v or "$memory_format" in v:
         name = v.get("$dtype") or v.get("$layout") or v["$memory_format"]
         obj = getattr(torch, name, None)

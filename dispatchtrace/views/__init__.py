@@ -6,6 +6,7 @@ from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs
 from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
+from ._diff import report as diff_report
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
@@ -24,6 +25,7 @@ from ._metrics import (
 )
 from ._mismatch import agreement_key, mismatch, sequences
 from ._noise import noise_ops
+from ._nonfinite import Kind as NonFiniteKind
 from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
@@ -31,11 +33,11 @@ from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Memory", "Metric", "Node",
-    "BUILTIN_METRICS", "NonFinite", "OpPair", "PLACES", "Predicate", "Summary", "Tree",
-    "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of", "capture_of", "collapse", "collapse_at", "collectives",
-    "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
-    "matches", "memory", "metrics", "mismatch", "noise_ops", "ops_between", "phase_graph",
-    "register_metric", "resolve_depth", "run_label", "search", "sequences", "shared", "summary", "tree", "unregister_metric",
-    "with_stats",
+    "BUILTIN_METRICS", "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs",
+    "Diff", "Edge", "Memory", "Metric", "Node", "NonFinite", "NonFiniteKind", "OpPair", "PLACES", "Predicate",
+    "Summary", "Tree", "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of",
+    "capture_of", "collapse", "collapse_at", "collectives", "costs", "diff", "diff_report", "find_calls", "find_ops",
+    "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering", "matches", "memory", "metrics",
+    "mismatch", "noise_ops", "ops_between", "phase_graph", "register_metric", "resolve_depth", "run_label", "search",
+    "sequences", "shared", "summary", "tree", "unregister_metric", "with_stats",
 ]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch.nn as nn
+
 ATTRIBUTES = ("kernel_size", "stride", "padding", "dilation", "groups", "in_channels", "out_channels",
               "in_features", "out_features", "num_heads", "num_embeddings", "embedding_dim", "eps")
 """The module attributes read into ``Row.attrs``, where the module is one of ``torch.nn``'s layers
@@ -50,7 +52,6 @@ def attributes(module: Any) -> dict[str, Any] | None:
 def _torch_layer(module: Any) -> bool:
     """Whether ``module`` is (a subclass of) one of ``torch.nn``'s layers: a model's own ``groups``
     or ``dilation`` attribute (torchvision's ResNet has both) is not a layer setting."""
-    import torch.nn as nn
 
     plain = (nn.Module, nn.Sequential, nn.ModuleList, nn.ModuleDict)
     return any(c.__module__.startswith("torch.nn.modules.") and c not in plain for c in type(module).__mro__)

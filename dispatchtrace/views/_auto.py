@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..graph import AUTO_BUDGET, Call
+from ..graph import AUTO_DIAGRAM_NODES, Call
 from ._collapse import CollapsedGraph, OpDepth, Predicate, collapse_at
 from ._layers import Layering, layering
 
@@ -45,7 +45,7 @@ def auto_depth(graph: Graph, *, max_nodes: int | None = None, max_width: int = A
        one attention block, one ``nn.Linear``), shows its ops (``"ops"``): a box per module
        would say nothing.
     2. Otherwise the deepest call depth ``d >= 1`` whose collapsed graph (with ``options``:
-       ``fold``, ``params``, ``noise``) has at most ``max_nodes`` nodes (``AUTO_BUDGET``, 150)
+       ``fold``, ``params``, ``noise``) has at most ``max_nodes`` nodes (``AUTO_DIAGRAM_NODES``, 150)
        and at most ``max_width`` nodes side by side (``AUTO_MAX_WIDTH``, 12): width is the
        largest rank of a longest-path layering (``views/_layers.py``), the rank ``dot`` puts a
        node on, so a graph of 5,000 independent ops is refused however few ranks it has.
@@ -62,7 +62,7 @@ def choose(graph: Graph, *, max_nodes: int | None = None, max_width: int = AUTO_
            predicate: Predicate | None = None, fold: bool = False, params: bool = False,
            noise: bool = False) -> tuple[OpDepth, bool]:
     """``(depth, bundle)`` for ``depth="auto"``, by the rule of ``auto_depth``."""
-    budget = AUTO_BUDGET if max_nodes is None else max_nodes
+    budget = AUTO_DIAGRAM_NODES if max_nodes is None else max_nodes
     deepest = max_depth(graph)
     if deepest < 0 or all(_leaf(c) for c in graph.calls):
         return "ops", False

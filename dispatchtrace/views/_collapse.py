@@ -55,7 +55,7 @@ class Edge:
     tensors: tuple[TensorRef, ...]
 
     def __repr__(self) -> str:
-        return f"<Edge {self.src.name} -> {self.dst.name} {shapes([t.label for t in self.tensors])}>"
+        return f"<Edge {self.src.name} -> {self.dst.name} {shapes([t.shape_text for t in self.tensors])}>"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -105,7 +105,7 @@ class CollapsedGraph:
     def __str__(self) -> str:
         lines = [f"{n.id} {n.kind} {n.label}" for n in self.nodes]
         for e in self.edges:
-            lines.append(f"{e.src.name} -> {e.dst.name}  {shapes([t.label for t in e.tensors])}".rstrip())
+            lines.append(f"{e.src.name} -> {e.dst.name}  {shapes([t.shape_text for t in e.tensors])}".rstrip())
         return "\n".join(lines)
 
 

@@ -177,7 +177,7 @@ def _collective(op: Op, kind: str, sends: tuple[int, ...], receives: tuple[int, 
     if kind == "broadcast" and group is not None and isinstance(peer, int):
         root = group.group_rank == peer
         sent, received = (sent, 0) if root else (0, received)
-    shapes = f"{', '.join(r.label for r in out_refs) or '()'} -> {', '.join(r.label for r in in_refs) or '()'}"
+    shapes = f"{', '.join(r.shape_text for r in out_refs) or '()'} -> {', '.join(r.shape_text for r in in_refs) or '()'}"
     wait = _wait(op) if op.target.startswith("_c10d_functional.") else None
     return Collective(op, kind, group, reduce if isinstance(reduce, str) else None,
                       peer if isinstance(peer, int) else None, sent, received, shapes, wait)

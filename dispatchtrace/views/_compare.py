@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import torch
+
+from .._torch import disable_current_modes
 from ..graph import Graph, Stats, TensorRef
 
 Via = Literal["values", "stats", "none"]
@@ -27,10 +30,6 @@ def compare(ga: Graph, a: TensorRef, gb: Graph, b: TensorRef, rtol: float, atol:
 
 
 def _tensors(ta: object, tb: object, rtol: float, atol: float) -> tuple[float, bool, Via]:
-    import torch
-
-    from .._torch import disable_current_modes
-
     assert isinstance(ta, torch.Tensor) and isinstance(tb, torch.Tensor)
     with disable_current_modes(), torch.no_grad():
         if ta.dtype == torch.bool or not (ta.is_floating_point() or ta.is_complex()):

@@ -23,11 +23,16 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
 from .._structure import map_leaves
-from ..graph import TensorRef, itemsize, overload_of
+from .._text import human
+from ..graph import Call, Op, TensorRef, itemsize, overload_of
+from ._labels import call_label
 
 if TYPE_CHECKING:
-    from ..graph import Call, Graph, Op
+    from ..graph import Graph
 
 def tensor_bytes(ref: TensorRef) -> int | None:
     """``numel * itemsize`` of a tensor ref; ``None`` when the shape is symbolic or dtype unknown."""
@@ -66,14 +71,12 @@ class CallCost:
 
 
 def _registry() -> dict[Any, Any]:
-    from torch.utils.flop_counter import flop_registry
+    from torch.utils.flop_counter import flop_registry  # 0.1 s to import: only when a cost is asked for
 
     return flop_registry
 
 
 def _decomposable(overload: Any) -> bool:
-    import torch
-
     try:
         return bool(overload.has_kernel_for_dispatch_key(torch._C.DispatchKey.CompositeImplicitAutograd))
     except (AttributeError, RuntimeError):
@@ -89,8 +92,6 @@ def _standin(value: Any, device: str | None = None) -> Any:
     def leaf(v: Any) -> Any:
         if not isinstance(v, TensorRef):
             return v
-        import torch
-
         if any(not isinstance(s, int) for s in v.shape):
             raise _Symbolic
         dtype = getattr(torch, v.dtype, None)
@@ -152,8 +153,7 @@ def _masked(overload: Any, op: Op, outs: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _decomposed_flops(overload: Any, op: Op) -> int | None:
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode  # 0.1 s to import: only when a cost is asked for
 
     try:
         with FakeTensorMode():
@@ -301,14 +301,11 @@ class Costs:
         return cost
 
     def _call(self, call: Call) -> CallCost:
-        from ..graph import Call as CallType
-        from ..graph import Op as OpType
-
         flops = self_flops = None
         nbytes = self_bytes = 0
         unsized, known, seen = self._unsized, self._ops.get, False
         for child in call.children:
-            if type(child) is not OpType and isinstance(child, CallType):  # (an op: no call)
+            if type(child) is not Op and isinstance(child, Call):  # (an op: no call)
                 sub = self.call(child)
                 if sub.flops is not None:
                     flops = sub.flops if flops is None else flops + sub.flops
@@ -345,16 +342,12 @@ class Costs:
     def __str__(self) -> str:
         """The whole capture's FLOPs, bytes written and parameters, then the same for each call one
         level below the top-level calls (the top-level calls themselves when they have none), largest first."""
-        from ..graph import Call as CallType
-        from ._labels import call_label
-        from ._summary import human
-
         def line(label: str, c: CallCost) -> str:
             return (f"{human(c.flops, 'FLOPs'):>12}  {human(c.bytes, 'B'):>8} written  "
                     f"{human(c.params):>7} params  {label}")
 
-        tops = [c for c in self._root.children if isinstance(c, CallType)]
-        below = [c for t in tops for c in t.children if isinstance(c, CallType)] or tops
+        tops = [c for c in self._root.children if isinstance(c, Call)]
+        below = [c for t in tops for c in t.children if isinstance(c, Call)] or tops
         rows = sorted(below, key=lambda c: -(self.call(c).flops or 0))
         lines = [line("(the whole capture)", self.total)]
         lines += [line(call_label(c), self.call(c)) for c in rows[:12]]

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..graph import AUTO_BUDGET, Depth, check_depth
+from ..graph import AUTO_DIAGRAM_NODES, Depth, check_depth
 from ._auto import choose, max_depth
 from ._collapse import CollapsedGraph, OpDepth, Predicate, collapse_at
+from ._phases import phase_graph
 
 if TYPE_CHECKING:
-    from ..graph import Graph
+    from ..graph import Graph, PhaseView
 
 
-def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_BUDGET, predicate: Predicate | None = None,
+def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_DIAGRAM_NODES, predicate: Predicate | None = None,
                   fold: bool = False, params: bool = False, noise: bool = False) -> tuple[OpDepth, bool]:
     """``(call depth or "ops", bundle)``: what ``depth`` means for ``graph`` (see ``graph/_depth.py``);
     ``bundle`` says whether ``"auto"`` needed bundled ops to fit (``views/_auto.py``'s ``choose``)."""
@@ -35,8 +36,12 @@ def resolve_depth(graph: Graph, depth: Depth, *, max_nodes: int = AUTO_BUDGET, p
 
 
 def collapse(graph: Graph, depth: Depth = "ops", *, predicate: Predicate | None = None, fold: bool = False,
-             params: bool = False, noise: bool = False, bundle: bool = False) -> CollapsedGraph:
-    """Collapse ``graph`` so that every module call at ``depth`` is one node (``collapse_at``'s options)."""
+             params: bool = False, noise: bool = False, bundle: bool = False,
+             phase: PhaseView | None = None) -> CollapsedGraph:
+    """Collapse ``graph`` so that every module call at ``depth`` is one node (``collapse_at``'s options); of its
+    ``phase`` (``views/_phases.py``) when given, else of ``graph`` as it is."""
+    if phase is not None:
+        graph = phase_graph(graph, phase)
     if not isinstance(noise, bool):
         raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
     used, needs_bundle = resolve_depth(graph, depth, predicate=predicate, fold=fold, params=params, noise=noise)

@@ -52,7 +52,7 @@ def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool)
     passed: dict[int, int] = {}  # id(ref) -> child with no ops that last handed it on
     read_out: list[tuple[int, Op]] = []  # ops read outside the call, with their child
 
-    def source(ref: TensorRef, before: int) -> int | None:
+    def feeder(ref: TensorRef, before: int) -> int | None:
         """The child a read of ``ref`` comes from; -1 for outside the call, None for weights and constants."""
         k = passed.get(id(ref))
         if k is not None and k < before:
@@ -71,14 +71,14 @@ def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool)
         ops_ = [kid] if isinstance(kid, Op) else list(kid.all_ops())
         if not ops_ and isinstance(kid, Call):
             for ref in kid.inputs:
-                link(source(ref, i), i, _key(ref))
+                link(feeder(ref, i), i, _key(ref))
             for ref in kid.outputs:
                 passed[id(ref)] = i
             continue
         for o in ops_:
             direct = set()
             for ref in o.inputs:
-                link(source(ref, i), i, _key(ref))
+                link(feeder(ref, i), i, _key(ref))
                 direct.add(ref.producer)
             for p in o.producers:  # last writers of storage read through an older view
                 if p not in direct:
@@ -89,7 +89,7 @@ def dataflow(call: Call, kids: list[Child], *, keep: Callable[[Op], Any] = bool)
         handed = [passed.get(id(ref), -1) for ref in o.outputs]
         exit.add(handed[0] if handed and min(handed) > i and len(set(handed)) == 1 else i)
     for ref in call.outputs:
-        src = source(ref, len(kids))
+        src = feeder(ref, len(kids))
         if src is not None and src >= 0:
             exit.add(src)
     first = _key(call.inputs[0]) if call.inputs else next((t for r in reads for t in r), None)

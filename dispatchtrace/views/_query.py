@@ -35,12 +35,13 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Union
 
-from ..graph import op_ranges
+from ..graph import Call, op_ranges
+from ._noise import noise_ops
 
 if TYPE_CHECKING:
     import torch.nn as nn
 
-    from ..graph import Call, Graph, Op
+    from ..graph import Graph, Op
 
 CallRef = Union["Call", str, "nn.Module"]
 
@@ -104,7 +105,6 @@ def search(graph: Graph, query: str, *, noise: bool = False) -> list[Call | Op]:
     order, and the items with a text equal to the query before the rest (``convolution_3`` first, then
     ``convolution_30``). Noise ops (``views.noise``) only with ``noise=True``, as the page shows them.
     """
-    from ._noise import noise_ops
 
     q = query.strip()
     if not q:
@@ -151,7 +151,6 @@ def resolve(graph: Graph, ref: CallRef) -> Call:
     >>> resolve(g, "0#1").index, resolve(g, "Sequential#0").index
     (1, 0)
     """
-    from ..graph import Call
 
     if isinstance(ref, Call):
         return ref

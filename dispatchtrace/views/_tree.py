@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._text import shapes
-from ..graph import AUTO_BUDGET, Call, Child, Depth, Graph, Op, PhaseView, TensorRef, check_depth
+from ..graph import AUTO_TREE_LINES, Call, Child, Depth, Graph, Op, PhaseView, TensorRef, check_depth
 from ._branches import Par, Series, Tangle, decompose
 from ._flow import Flow, dataflow
 from ._labels import call_label
@@ -102,7 +102,7 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     """The calls of ``graph`` as a tree, opened down to ``depth`` (see ``graph/_depth.py``).
 
     ``depth`` counts from the model's call (0), or from the ``at=`` call when given; ``"auto"``
-    keeps the tree within ``AUTO_BUDGET`` lines. Inside each call shown open, its sub-calls and
+    keeps the tree within ``AUTO_TREE_LINES`` lines. Inside each call shown open, its sub-calls and
     its own ops are laid out along the data flow: independent paths that later join become
     sibling ``branch`` nodes, and the node that
     reads them is marked ``joins N branches`` (rules: docs/semantics.md). The smallest
@@ -157,7 +157,7 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
         deepest = max((c.depth for c in root.walk() if isinstance(c, Call)), default=max(root.depth, 0))
         for levels in range(deepest - max(root.depth, 0), 0, -1):
             shown = build(levels)
-            if len(shown.lines()) <= AUTO_BUDGET:
+            if len(shown.lines()) <= AUTO_TREE_LINES:
                 return shown
         return build(0)
     return build(None if depth in ("all", "ops") else depth)  # type: ignore[arg-type]
@@ -358,4 +358,4 @@ def _ref_name(kid: Child, parent: Call) -> str:
 
 
 def _shapes(refs: tuple[TensorRef, ...]) -> str:
-    return shapes([r.label for r in refs])
+    return shapes([r.shape_text for r in refs])

@@ -122,13 +122,13 @@ def test_text_with_values_and_meta_captures_without_stats() -> None:
     lin = nn.Linear(4, 2)
     with dt.capture(lin, values="stats") as g:
         lin(torch.ones(1, 4))
-    text = g.text(values=True)
+    text = g.text(stats=True)
     assert text.splitlines()[0] == str(g).splitlines()[0] and "norm" in text.splitlines()[1]
     assert g.text() == str(g)
     meta = nn.Linear(4, 2, device="meta")
     with dt.capture(meta, values="stats") as m:
         meta(torch.ones(1, 4, device="meta"))
-    assert len(m.ops) == len(g.ops) and not m.stats and "no stats" in m.text(values=True)
+    assert len(m.ops) == len(g.ops) and not m.stats and "no stats" in m.text(stats=True)
     with pytest.raises(dt.NoValuesError, match="meta or fake"):
         m.first_nonfinite()
     with pytest.raises(ValueError, match="values='everything' is not one of"):

@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import torch
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -176,6 +177,60 @@ def test_json_is_the_saved_capture(cool: dt.Graph, tmp_path: Path) -> None:
     assert len(dt.load(path).ops) == len(cool.ops)
     cool.save(tmp_path / "saved.json")
     assert path.read_bytes() == (tmp_path / "saved.json").read_bytes()
+
+
+def test_render_and_save_of_a_capture_with_kept_values_write_the_same_files(tmp_path: Path) -> None:
+    pytest.importorskip("safetensors")
+    lin = torch.nn.Linear(4, 2)
+    with torch.no_grad(), dt.capture(lin, keep="addmm*") as g:
+        lin(torch.ones(3, 4))
+    assert g.kept
+    rendered, saved = tmp_path / "rendered", tmp_path / "saved"
+    assert g.render(rendered / "t.json") == rendered / "t.json"
+    g.save(saved / "t.json")
+    files = sorted(p.name for p in saved.iterdir())
+    assert files == ["t.json", "t.values.safetensors"] == sorted(p.name for p in rendered.iterdir())
+    for name in files:
+        assert (rendered / name).read_bytes() == (saved / name).read_bytes(), name
+    back = dt.load(rendered / "t.json")
+    assert torch.equal(back.value(back.ops[-1]), g.value(g.ops[-1]))
+
+
+def test_a_format_of_several_files_writes_them_itself(cool: dt.Graph, tmp_path: Path) -> None:
+    def both(graph: dt.Graph, o: _ShoutOptions, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_shout(graph, o).decode())
+        path.with_suffix(".count").write_text(str(len(graph.ops)))
+
+    formats.register(Format("pair", (".pair",), None, _ShoutOptions, "two files", write_files=both))
+    try:
+        assert cool.render(tmp_path / "sub" / "x.pair", title="t") == tmp_path / "sub" / "x.pair"
+        assert (tmp_path / "sub" / "x.count").read_text() == str(len(cool.ops))
+        with pytest.raises(TypeError, match="needs a write .* or a write_files"):
+            formats.register(Format("neither", (".neither",), None, _ShoutOptions, "x"))
+    finally:
+        formats.unregister("pair")
+
+
+def test_the_diff_and_the_ranks_pages_are_formats_of_their_own_subjects(cool: dt.Graph, tmp_path: Path) -> None:
+    # three formats share .html, each for what it writes: a capture's viewer, a diff's page, several ranks' page
+    assert [formats.for_path("x.html", s).name for s in (formats.GRAPH, formats.DIFF, formats.RANKS)] == \
+        ["html", "diff", "ranks"]
+    d = dt.diff(cool, cool)
+    page = render(d, tmp_path / "d.html", title="T")
+    assert "<title>T · diff · dispatchtrace</title>" in page.read_text(encoding="utf-8")
+    assert dt.write_diff(d, tmp_path / "w.html", title="T") == tmp_path / "w.html"
+    assert (tmp_path / "w.html").read_bytes() == page.read_bytes()
+    ranks = render({0: cool, 1: cool}, tmp_path / "r.html", title="R", depth=1)  # the viewer's options, per rank
+    assert "R · 2 ranks" in ranks.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match=r"a diff .* renders to \.html \.htm .*name it like diff\.html"):
+        render(d, tmp_path / "d.svg")
+    with pytest.raises(ValueError, match=r"the diff format \(\.html \.htm\) takes no rankdir; it takes title"):
+        render(d, tmp_path / "d.html", rankdir="LR")
+    with pytest.raises(TypeError, match="the diff format writes a diff .*, not a capture"):
+        cool.render(tmp_path / "x.html", format="diff")
+    with pytest.raises(TypeError, match="cannot render a str: render writes a capture, a diff"):
+        render("cool", tmp_path / "x.html")
 
 
 def test_unknown_suffix_lists_the_supported_ones(cool: dt.Graph, tmp_path: Path) -> None:

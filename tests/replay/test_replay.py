@@ -12,8 +12,8 @@ from vision import torchvision
 import dispatchtrace as dt
 from dispatchtrace._structure import tensor_leaves
 from dispatchtrace.replay import ReplayError
+from dispatchtrace.replay._emit import resolve_target
 from dispatchtrace.replay._forward import output_structure
-from dispatchtrace.replay._fx import resolve_target
 
 
 def _aten_targets(gm: torch.fx.GraphModule) -> list[str]:

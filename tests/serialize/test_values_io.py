@@ -30,7 +30,7 @@ def test_stats_are_saved_and_loaded_back_equal(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["version"] == 5 and data["values"] == "stats" and len(data["stats"]) == len(g.stats)
     h = dt.load(tmp_path / "t.json")
-    assert h.values == "stats" and h.stats == g.stats and h.text(values=True) == g.text(values=True)
+    assert h.values == "stats" and h.stats == g.stats and h.text(stats=True) == g.text(stats=True)
     assert str(h.first_nonfinite()) == str(g.first_nonfinite())
 
 

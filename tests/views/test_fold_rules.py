@@ -71,5 +71,5 @@ def test_resnet18_identical_blocks_inside_a_stage_still_fold(resnet18: dt.Graph)
 
 def test_every_run_found_has_one_shape_per_op(resnet18: dt.Graph) -> None:
     for run in foldable_runs(resnet18, lambda c: True):
-        shapes = [[(o.target, [r.label for r in (*o.inputs, *o.outputs)]) for o in c.all_ops()] for c in run.calls]
+        shapes = [[(o.target, [r.shape_text for r in (*o.inputs, *o.outputs)]) for o in c.all_ops()] for c in run.calls]
         assert all(s == shapes[0] for s in shapes), run

@@ -35,12 +35,12 @@ def capture(spec: zoo.Spec) -> dt.Graph:
 
 def structure(call: Call) -> list[tuple]:
     """Every call's type and every op's target with its tensors' shapes and dtypes, in the order they ran."""
-    steps: list[tuple] = [(call.type, [r.label for r in call.outputs])]
+    steps: list[tuple] = [(call.type, [r.shape_text for r in call.outputs])]
     for child in call.walk():
         if isinstance(child, Call):
-            steps.append((child.type, [r.label for r in child.outputs]))
+            steps.append((child.type, [r.shape_text for r in child.outputs]))
         else:
-            steps.append((child.target, [r.label for r in child.inputs], [r.label for r in child.outputs]))
+            steps.append((child.target, [r.shape_text for r in child.inputs], [r.shape_text for r in child.outputs]))
     return steps
 
 

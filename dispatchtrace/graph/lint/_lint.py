@@ -291,11 +291,11 @@ def _check_constants(graph: Graph) -> None:
                                f"literal is one")
         if ref.dtype != literal.dtype or tuple(ref.shape) != tuple(literal.shape):
             _fail("constants", f"graph.constants[{name!r}] is {literal.dtype} {list(literal.shape)}, but the ref is "
-                               f"{ref.label}; a literal has its constant's dtype and shape")
+                               f"{ref.shape_text}; a literal has its constant's dtype and shape")
         if literal.values is None and not literal.why:
             _fail("constants", f"graph.constants[{name!r}] has no values and no why; a literal without a value says why")
         if literal.values is not None and len(literal.values) != ref.numel:
-            _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.label}; a "
+            _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.shape_text}; a "
                                f"literal has one value per element")
 def _check_notes(graph: Graph) -> None:
     notes = graph.notes

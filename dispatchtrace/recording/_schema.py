@@ -1,8 +1,7 @@
-"""What an ATen overload writes, read once per overload from its schema's alias info."""
+"""What an ATen overload writes, read once per overload from its schema's alias info (the capture's hot path)."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,21 +91,3 @@ def _build(func: Any) -> OpSchema:
         group = next(((i, a.name) for i, a in enumerate(schema.arguments) if a.name == "group_name"), None)
     self_only = len(writes) == 1 and writes[0][0] == 0 and write_if is None
     return OpSchema(target, base, tuple(writes), write_if, views, target in _LIFTS, group, self_only)
-
-
-@functools.cache
-def overload_of(target: str) -> Any:
-    """The ``OpOverload`` an op's ``target`` text names, or ``None`` when torch does not know it
-    (an op of a library that is not imported).
-
-    >>> overload_of("aten.convolution.default")
-    <OpOverload(op='aten.convolution', overload='default')>
-    >>> overload_of("nolib.nothing.default") is None
-    True
-    """
-    ns, _, rest = target.partition(".")
-    name, _, overload = rest.rpartition(".")
-    try:
-        return getattr(getattr(getattr(torch.ops, ns), name), overload)
-    except (AttributeError, RuntimeError):
-        return None
