@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -157,3 +158,35 @@ def test_timing_with_stats_and_keep() -> None:
     with dt.capture(model) as plain:
         model(x)
     assert [op.target for op in g.ops] == [op.target for op in plain.ops]  # no statistics' op among them
+
+
+def test_saved_and_loaded_keeps_times(tmp_path) -> None:
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU()), torch.randn(2, 8)
+    with dt.capture(model, timing=True) as g:
+        model(x).sum().backward()
+    g.save(tmp_path / "t.json")
+    back = dt.load(tmp_path / "t.json")
+    assert back.timed and [op.time for op in back.ops] == [op.time for op in g.ops]
+    assert back.calls[0].time == g.calls[0].time and back.phase_times == g.phase_times
+    with dt.capture(model) as plain:
+        model(x)
+    plain.save(tmp_path / "plain.json")
+    data = json.loads((tmp_path / "plain.json").read_text())
+    assert "times" not in data and "timed" not in data
+    assert not dt.load(tmp_path / "plain.json").timed
+
+
+def test_damaged_times_are_one_line(tmp_path) -> None:
+    model = nn.Linear(4, 2)
+    with dt.capture(model, timing=True) as g:
+        model(torch.ones(1, 4))
+    data = json.loads(g.save(tmp_path / "t.json") or (tmp_path / "t.json").read_text())
+    data["times"][1] = "fast"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(dt.FormatError, match=r"times: entry 1 is 'fast', not a number of seconds >= 0 or null"):
+        dt.load(tmp_path / "bad.json")
+    data["times"] = data["times"][:1]
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(dt.FormatError, match="times is not a list of one entry per op"):
+        dt.load(tmp_path / "bad.json")
