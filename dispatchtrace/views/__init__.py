@@ -28,6 +28,7 @@ from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
 from ._summary import Summary, summary
+from ._time_metrics import TIME_METRICS, seconds, timed
 from ._tree import Tree, tree
 
 __all__ = [
@@ -37,5 +38,5 @@ __all__ = [
     "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
     "matches", "memory", "metrics", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "register_metric", "resolve_depth", "run_label", "search", "sequences", "shared", "summary", "tree", "unregister_metric",
-    "with_stats",
+    "with_stats", "TIME_METRICS", "seconds", "timed",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -190,3 +191,33 @@ def test_damaged_times_are_one_line(tmp_path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps(data))
     with pytest.raises(dt.FormatError, match="times is not a list of one entry per op"):
         dt.load(tmp_path / "bad.json")
+
+
+def test_summary_shows_time_own_time_and_share() -> None:
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8)), torch.randn(4, 32)
+    with torch.no_grad(), dt.capture(model, timing=True) as g:
+        model(x)
+    s = g.summary()
+    rows = s.rows()
+    assert [r["time"] for r in rows] == pytest.approx([c.time for c in g.calls])
+    assert [r["self_time"] for r in rows] == pytest.approx([c.self_time for c in g.calls])
+    assert [r["time_share"] for r in rows] == pytest.approx([c.time / g.time for c in g.calls])
+    assert s.total.time == pytest.approx(g.time)
+    assert re.search(r"  Time  Own time  Share  Attributes$", str(s).splitlines()[0])
+    with torch.no_grad(), dt.capture(model) as plain:
+        model(x)
+    assert "time" not in plain.summary().rows()[0] and "Time" not in str(plain.summary())
+
+
+def test_summary_of_a_training_step_splits_time_by_phase() -> None:
+    torch.manual_seed(0)
+    model, ids = Decoder(), torch.randint(0, 64, (2, 8))
+    with dt.capture(model, timing=True) as g:
+        model(ids).float().pow(2).mean().backward()
+    rows = {r["label"]: r for r in g.summary().rows()}
+    back = phase_graph(g, "backward")
+    block = next(c for c in back.calls if c.path == "blocks.1")
+    assert rows["blocks.1"]["backward_time"] == pytest.approx(block.time)
+    assert rows["blocks.1"]["forward_time"] == pytest.approx(g.calls_of("blocks.1")[0].time)
+    assert g.summary(phase="backward").total.time == pytest.approx(g.phase_times["backward"])
