@@ -221,3 +221,17 @@ def test_summary_of_a_training_step_splits_time_by_phase() -> None:
     assert rows["blocks.1"]["backward_time"] == pytest.approx(block.time)
     assert rows["blocks.1"]["forward_time"] == pytest.approx(g.calls_of("blocks.1")[0].time)
     assert g.summary(phase="backward").total.time == pytest.approx(g.phase_times["backward"])
+
+
+def test_lint_checks_the_times() -> None:
+    model = nn.Linear(4, 2)
+    with dt.capture(model, timing=True) as g:
+        model(torch.ones(1, 4))
+    g.lint()
+    g.ops[0].time = -1.0
+    with pytest.raises(dt.LintError, match=r"^times: .* has time -1.0; an op's time is None or a finite number"):
+        g.lint()
+    g.ops[0].time = 1e-6
+    g.timed = False
+    with pytest.raises(dt.LintError, match=r"^times: .* in a graph that was not timed"):
+        g.lint()
