@@ -235,3 +235,29 @@ def test_lint_checks_the_times() -> None:
     g.timed = False
     with pytest.raises(dt.LintError, match=r"^times: .* in a graph that was not timed"):
         g.lint()
+
+
+def test_viewer_and_model_explorer_show_the_times(tmp_path) -> None:
+    from dispatchtrace.render._html import HtmlOptions, payload
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU()), torch.randn(2, 8)
+    with torch.no_grad(), dt.capture(model, timing=True) as g:
+        model(x)
+    p = payload(g, HtmlOptions())
+    listed = {m["name"]: m for m in p["metrics"]}
+    assert listed["time"]["colour"] and listed["time"]["op"] and listed["time"]["call"]  # a colour mode by time
+    assert {"self_time", "time_share"} <= set(listed)
+    fields = [f[0] for f in p["fields"]["o"]]
+    relu = next(op for op in g.ops if op.target == "aten.relu.default")
+    row = p["o"][relu.index]
+    assert row[fields.index("m.time")] == relu.time and p["s"][row[fields.index("t.time")]] == dt.views.seconds(relu.time)
+    call_fields = [f[0] for f in p["fields"]["c"]]
+    assert p["c"][0][call_fields.index("m.time")] == pytest.approx(g.time)
+    g.render(tmp_path / "t.mx.json")
+    doc = json.loads((tmp_path / "t.mx.json").read_text())
+    groups = doc["graphs"][0]["groupNodeAttributes"]
+    assert float(groups[""]["time"]) == pytest.approx(g.time) and "time_share" in groups[""]
+    with torch.no_grad(), dt.capture(model) as plain:
+        model(x)
+    assert "time" not in {m["name"] for m in payload(plain, HtmlOptions())["metrics"]}
