@@ -60,7 +60,7 @@ CUDA_EVENTS = Events(_cuda_event, torch.cuda.current_stream, torch.cuda.synchron
 WALL_EVENTS = Events(WallEvent, lambda device: None, lambda: None)
 """The CPU's ops timed by deferred marks, as CUDA's are (tests; the capture times CPU ops directly)."""
 
-NOTHING_RAN = ("timing=True: {n} ops ran on meta or fake tensors, where no kernel runs: their op.time is None "
+NOTHING_RAN = ("timing=True: {n} ran on meta or fake tensors, where no kernel runs: their op.time is None "
                "(capture on real tensors to measure time)")
 ELSEWHERE = ("timing=True times ops on the CPU and on CUDA; the ops on {kinds} were not timed (their op.time is None)")
 
@@ -68,7 +68,7 @@ ELSEWHERE = ("timing=True times ops on the CPU and on CUDA; the ops on {kinds} w
 class Timer:
     """Times each op ``OpMode`` runs (``run``), and gives the time to the op recorded for it (``took``).
 
-    An op's device is its first tensor argument's (a factory op's ``device=``): CPU ops are timed by the
+    An op's device is its first tensor argument's (a factory op's ``device=``, a copy's target device): CPU ops are timed by the
     wall clock around the op's own call (``time.perf_counter_ns``), ops of a device type in ``events``
     (CUDA's by default) by an event pair on the op's stream, read in ``finish``; ops on meta or fake tensors
     are not timed (``None``, and ``finish`` notes how many). The capture's bookkeeping (recording the op, its
@@ -126,6 +126,9 @@ class Timer:
         if type(t) not in _PLAIN and not has_values(t):  # a fake tensor
             return False
         if t.is_cpu:
+            to = kwargs.get("device") if kwargs else None  # a copy to another device (``_to_copy(x, device="cuda")``)
+            if to is not None and torch.device(to).type != "cpu":
+                return self._device(torch.device(to).type, torch.device(to))
             events = self.events.get("cpu")
             return True if events is None else (events, t.device)
         return self._device(t.device.type, t.device)
@@ -162,6 +165,10 @@ class Timer:
                 op.time = start.elapsed_time(end) * 1e-3
             self._pending.clear()
         if self._unran:
-            builder.add_note(NOTHING_RAN.format(n=self._unran))
+            n = self._unran
+            builder.add_note(NOTHING_RAN.format(n=f"{n} op" if n == 1 else f"{n} ops"))
         if self._elsewhere:
             builder.add_note(ELSEWHERE.format(kinds=", ".join(sorted(self._elsewhere))))
+        self._unran, self._span = 0, None  # a capture entered again starts afresh
+        self._elsewhere.clear()
+        self._used.clear()

@@ -261,3 +261,15 @@ def test_viewer_and_model_explorer_show_the_times(tmp_path) -> None:
     with torch.no_grad(), dt.capture(model) as plain:
         model(x)
     assert "time" not in {m["name"] for m in payload(plain, HtmlOptions())["metrics"]}
+
+
+def test_a_copy_takes_the_clock_of_where_it_goes() -> None:
+    """``x.to("meta")`` reads a CPU tensor but runs nothing: no time, and the note; the CPU ops around it are timed."""
+    x = torch.randn(4, 4)
+    with dt.capture(timing=True) as g:
+        y = x.relu()
+        y.to("meta")
+    relu, copy = g.ops
+    assert relu.time is not None and copy.target == "aten._to_copy.default" and copy.time is None
+    assert g.notes == ["timing=True: 1 op ran on meta or fake tensors, where no kernel runs: their op.time is None "
+                       "(capture on real tensors to measure time)"]
