@@ -273,3 +273,24 @@ def test_a_copy_takes_the_clock_of_where_it_goes() -> None:
     assert relu.time is not None and copy.target == "aten._to_copy.default" and copy.time is None
     assert g.notes == ["timing=True: 1 op ran on meta or fake tensors, where no kernel runs: their op.time is None "
                        "(capture on real tensors to measure time)"]
+
+
+@pytest.mark.slow
+def test_gpt2_training_step_from_config_timed() -> None:
+    """GPT-2 (transformers, from a two-layer config, random weights): an AdamW step timed, each phase and each block."""
+    pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    built = dt.models.build("hf:gpt2", config={"n_layer": 2, "n_embd": 64, "n_head": 4}, task="causal-lm", seq=16)
+    model = built.model.train()
+    ids = built.kwargs.get("input_ids", built.args[0] if built.args else None)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    with dt.capture(model, timing=True) as g:
+        model(input_ids=ids, labels=ids).loss.backward()
+        opt.step()
+    g.lint()
+    assert all(op.time is not None for op in g.ops)
+    assert set(g.phase_times) == {"forward", "backward", "optimizer"}
+    _inclusive(g.root)
+    rows = {r["label"]: r for r in g.summary().rows()}
+    for block in ("transformer.h.0", "transformer.h.1"):
+        assert rows[block]["forward_time"] > 0 and rows[block]["backward_time"] > 0
