@@ -230,8 +230,15 @@ class Call:
     @property
     def time(self) -> float | None:
         """Measured seconds of this call's ops and its sub-calls' (``capture(timing=True)``); ``None`` when
-        none of them was timed. In a phase view (``views/_phases.py``) the ops the view puts under it."""
-        return times_sum(self.all_ops())
+        none of them was timed. In a phase view (``views/_phases.py``) the ops the view puts under it. Its own
+        ops' sum, then each sub-call's added in order (as ``views/_time_metrics.py`` adds them: the same float)."""
+        total = times_sum(self.ops)
+        for child in self.children:
+            if isinstance(child, Call):
+                sub = child.time
+                if sub is not None:
+                    total = sub if total is None else total + sub
+        return total
 
     @property
     def self_time(self) -> float | None:
