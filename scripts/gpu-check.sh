@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA checks on one GPU, in under 5 minutes: the tests marked `cuda` (tests/test_cuda.py), the
-# overhead benchmark's rows on cuda, and a short report in markdown ($REPORT, default
+# overhead benchmark's rows on cuda, a timed capture (benchmarks/timing.py --device cuda), and a short report in markdown ($REPORT, default
 # gpu-check-report.md, or $OUT/gpu-check-report.md where $OUT is set, as on a lent device machine).
 #
 #   bash scripts/gpu-check.sh            # PYTHON=/path/to/python to use another interpreter
@@ -53,6 +53,19 @@ if [ "$left" -gt 30 ]; then
   } >> "$REPORT"
 else
   echo "- the benchmark was skipped: the tests left under 30 s of the 5 minutes" >> "$REPORT"
+fi
+
+# 3. measured time on cuda (timing=True: CUDA events read once at the end) against the capture without it
+left=$(( 290 - ($(date +%s) - start) ))
+if [ "$left" -gt 20 ]; then
+  {
+    echo
+    echo "## benchmarks/timing.py --device cuda --repeat 5"
+    echo
+    echo '```'
+    timeout "$left" "$PY" benchmarks/timing.py --device cuda --repeat 5 2>&1 | tail -10
+    echo '```'
+  } >> "$REPORT"
 fi
 echo >> "$REPORT"
 echo "- took $(( $(date +%s) - start )) s" >> "$REPORT"

@@ -245,3 +245,37 @@ def test_values_stats_on_cuda_equal_the_cpu_captures_and_find_the_first_nan() ->
     assert found is not None and found.carried and found.op.call.path == "2", found  # read from the NaN weight (a leaf)
 
 
+
+
+def test_timing_on_cuda_reads_events_once_at_the_end() -> None:
+    """``timing=True`` on CUDA: an event pair per op on its stream, unread (``None``) until the block ends, then every
+    op timed; the ops' times add up to no more than the block's wall time (one stream: the spans do not overlap);
+    a CPU op in the block is timed by the wall clock; a training step has each phase timed."""
+    import time
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval().cuda()
+    x = torch.randn(8, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        model(x)  # the warm-up (cuDNN's choice of kernels)
+    torch.cuda.synchronize()
+    with torch.no_grad(), dt.capture(model, timing=True) as g:
+        t0 = time.perf_counter()
+        model(x)
+        inside = [op.time for op in g.ops]
+        torch.ones(4).sum()  # a CPU op: the wall clock
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    g.lint()
+    assert inside and all(t is None for t in inside), "no event is read (no synchronisation) before the block ends"
+    assert all(op.time is not None and op.time >= 0 for op in g.ops) and not g.notes
+    assert 0 < g.time <= wall, (g.time, wall)
+    convs = [op for op in g.ops if "convolution" in op.target]
+    assert sum(op.time for op in convs) > g.time / 3, "the convolutions take most of ResNet-50's GPU time"
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with dt.capture(model, timing=True) as step:
+        model(x).float().pow(2).mean().backward()
+        opt.step()
+    assert set(step.phase_times) == {"forward", "backward", "optimizer"} and all(v > 0 for v in step.phase_times.values())
+    assert all(op.time is not None for op in step.ops)

@@ -13,7 +13,20 @@ from ._group import Group, is_collective, ranks_text
 from ._literal import Literal
 from ._opaque import Opaque
 from ._overload import overload_of
-from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Rare, Saved, new_call, op_ranges
+from ._records import (
+    PHASE_VIEWS,
+    PHASES,
+    Call,
+    Child,
+    Op,
+    Phase,
+    PhaseView,
+    Rare,
+    Saved,
+    new_call,
+    op_ranges,
+    times_sum,
+)
 from ._source import Source
 from ._stats import Stats, relative
 from ._tensors import Kind, TensorRef, itemsize, shape_text, shares_storage
@@ -24,6 +37,6 @@ __all__ = [
     "Call", "Child", "Construction", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op",
     "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "Stats", "TensorRef", "Users",
     "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text",
-    "relative",
+    "relative", "times_sum",
     "shape_text", "shares_storage",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ._rows import CALL_ENTRY, OP_EXTRA, OP_ROW, PARAMS_ROW, SAVED_ROW, STATS_ROW, TENSOR_ROW, _dtype_ok, _shape_ok
+from ._times import check_times
 
 # The rows and entries are checked by their declarations (``_rows.py``); what is left here are the file's own
 # fields, the constants and the sources.
@@ -65,6 +66,7 @@ def check_types(data: dict[str, Any]) -> None:
     _check_tensors(data.get("tensors"))
     _check_calls(data.get("calls"))
     _check_ops(data.get("ops"), data.get("version", 4))
+    check_times(data, len(data.get("ops") or ()))
     for key in ("inputs", "outputs"):
         _ints("the file", key, data.get(key))
     for i, note in enumerate(_list("the file", "notes", data.get("notes", []))):

@@ -14,6 +14,7 @@ from ..graph.lint import LintError
 from ._check import check_types
 from ._kept import read_kept
 from ._rows import OP_EXTRA, OP_ROW, STATS_FLOATS
+from ._times import read_times
 from ._values import FORMAT, OLDEST, VERSION, FormatError, _no_tensor, _unrecord, _unvalue
 
 
@@ -67,6 +68,7 @@ def from_json(data: Any, *, where: str = "the data", folder: str | None = None) 
     try:
         check_types(data)
         graph = _Loader(data).build()
+        read_times(graph, data)
     except FormatError as e:
         raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
                           "save the capture again with g.save(path)") from None

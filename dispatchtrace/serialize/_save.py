@@ -28,6 +28,7 @@ from ..graph import Call, Graph, Op, TensorRef
 from ._kept import write_kept
 from ._load import SavedError
 from ._rows import STATS_FLOATS, STATS_ROW
+from ._times import times_entries
 from ._values import FORMAT, PLAIN, VERSION, _key, _record, _value
 
 _STATS = attrgetter(*STATS_ROW.names[1:])  # a Stats record's fields in the row's order
@@ -196,6 +197,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
                              "values": None if lit.values is None else [_value(v) for v in lit.values], "why": lit.why}
                       for name, lit in graph.constants.items()},
         **values,
+        **times_entries(graph),
     }
 
 

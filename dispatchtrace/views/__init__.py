@@ -30,14 +30,15 @@ from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
 from ._summary import Summary, summary
+from ._time_metrics import TIME_METRICS, seconds, timed
 from ._tree import Tree, tree
 
 __all__ = [
     "BUILTIN_METRICS", "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs",
     "Diff", "Edge", "Memory", "Metric", "Node", "NonFinite", "NonFiniteKind", "OpPair", "PLACES", "Predicate",
-    "Summary", "Tree", "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of",
-    "capture_of", "collapse", "collapse_at", "collectives", "costs", "diff", "diff_report", "find_calls", "find_ops",
-    "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering", "matches", "memory", "metrics",
-    "mismatch", "noise_ops", "ops_between", "phase_graph", "register_metric", "resolve_depth", "run_label", "search",
-    "sequences", "shared", "summary", "tree", "unregister_metric", "with_stats",
+    "Summary", "TIME_METRICS", "Tree", "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label",
+    "calls_of", "capture_of", "collapse", "collapse_at", "collectives", "costs", "diff", "diff_report", "find_calls",
+    "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering", "matches", "memory",
+    "metrics", "mismatch", "noise_ops", "ops_between", "phase_graph", "register_metric", "resolve_depth", "run_label",
+    "search", "seconds", "sequences", "shared", "summary", "timed", "tree", "unregister_metric", "with_stats",
 ]

@@ -34,6 +34,8 @@ The invariants (``docs/semantics.md``, "Invariants"), checked in this order:
 15. ``notes``: ``graph.notes`` is a list of non-empty strings, each once.
 16. ``dtensor``: the local ops of one DTensor-level op (``op.dtensor``) are consecutive, in one call, and DTensor-level
     ops are numbered in the order they ran (``dtensor.check_dtensor_ops``).
+17. ``times``: each op's ``time`` is ``None`` or a finite number of seconds >= 0, and ``None`` for every op of a graph
+    that was not timed (``graph.timed``).
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(4, 2), torch.ones(1, 4)
@@ -74,7 +76,8 @@ def _fail(invariant: str, message: str) -> None:
 def lint(graph: Graph) -> None:
     """Raise ``LintError`` naming the first broken invariant of ``graph``; return ``None`` when all hold."""
     for check in (_check_ops, _check_calls, _check_children, _check_call_indices, _check_versions, _check_tensors,
-                  _check_dataflow, _check_graph_io, _check_attribution, _check_arguments, _check_constants, _check_notes):
+                  _check_dataflow, _check_graph_io, _check_attribution, _check_arguments, _check_constants, _check_notes,
+                  _check_times):
         check(graph)
     problem = check_dtensor_ops(graph.ops)
     if problem is not None:
@@ -297,6 +300,19 @@ def _check_constants(graph: Graph) -> None:
         if literal.values is not None and len(literal.values) != ref.numel:
             _fail("constants", f"graph.constants[{name!r}] has {len(literal.values)} values for {ref.shape_text}; a "
                                f"literal has one value per element")
+def _check_times(graph: Graph) -> None:
+    timed = graph.timed
+    for op in graph.ops:
+        t = op.time
+        if t is None:
+            continue
+        if not timed:
+            _fail("times", f"{_op(op)} has a time ({t!r}) in a graph that was not timed; only a capture with "
+                           f"timing=True (graph.timed) times its ops")
+        if type(t) is not float or not 0 <= t < float("inf"):
+            _fail("times", f"{_op(op)} has time {t!r}; an op's time is None or a finite number of seconds >= 0")
+
+
 def _check_notes(graph: Graph) -> None:
     notes = graph.notes
     if not isinstance(notes, list) or not all(isinstance(n, str) and n for n in notes):
