@@ -15,8 +15,10 @@ from .errors import (
     NoValuesError,
     ReplayError,
     SavedError,
+    SpecError,
 )
 from .graph import Call, Depth, Graph, Op, TensorRef
+from .hardware import DeviceSpec
 from .recording import capture
 from .render import write_diff, write_ranks
 from .replay import verify
@@ -24,8 +26,8 @@ from .serialize import load, load_ranks, rank_path
 from .views import diff
 
 __all__ = [
-    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
+    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
     "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
-    "TensorRef",
+    "SpecError", "TensorRef",
     "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_diff", "write_ranks",
 ]
