@@ -155,8 +155,9 @@ BUILT_IN: dict[str, DeviceSpec] = {
         300e9, 24 * GiB, datasheet=L4 + " (GDDR6, 300 GB/s)",
         intra=Link(name="PCIe Gen4 x16", bandwidth=32e9, latency=5.7e-6,
                    source=f"{L4}: PCIe Gen4 x16 64 GB/s both directions; latency: {NCCL_LAT} (PCI)"),
-        inter=_nic(100, "Ethernet", "assumed: a 100 Gb/s node network (e.g. a cloud VM with 8 L4s) shared by "
-                                    "8 GPUs is 12.5 Gb/s each; this link says 100 Gb/s per GPU as an upper bound"),
+        inter=Link(name="100 Gb/s Ethernet shared by 8 GPUs", bandwidth=100 / 8 / 8 * 1e9, latency=14e-6,
+                   source="assumed: a 100 Gb/s node network (a cloud VM with 8 L4s) shared by its 8 GPUs, "
+                          f"12.5 Gb/s each; latency: {NCCL_LAT} (NET)"),
         matmul=0.6, memory_top=0.85,
         notes={"peak_flops.float64": "not in the datasheet: FP32 / 64 (CUDA C++ Programming Guide, arithmetic "
                                      "throughput, compute capability 8.9: 2 FP64 vs 128 FP32 results per clock per SM)",

@@ -43,7 +43,9 @@ CUDA = {False: Plan(5, 2e-3, 0.3, 28, (128, 256, 512, 1024, 2048, 4096, 8192)),
 
 
 class Clock:
-    """Seconds per call of ``fn`` run ``k`` times back to back: the wall clock on the CPU."""
+    """Seconds per call of ``fn`` run ``k`` times back to back (``k`` at most ``most``): the wall clock on the CPU."""
+
+    most = 10_000
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -59,8 +61,11 @@ class Clock:
 
 
 class CudaClock(Clock):
-    """CUDA events around ``k`` calls queued behind a large matmul, so the GPU runs them back to back and the
-    events time the kernels alone, not their launches (the per-op overhead is measured apart)."""
+    """CUDA events around ``k`` calls queued behind some milliseconds of matmuls, so the GPU runs them back to
+    back and the events time the kernels alone, not their launches (the per-op overhead is measured apart);
+    ``k`` stays small enough (``most``) for the queue not to run dry while the host launches them."""
+
+    most = 100
 
     def __init__(self, device: torch.device) -> None:
         super().__init__(device)
@@ -68,7 +73,7 @@ class CudaClock(Clock):
 
     def per_call(self, fn: Callable[[], Any], k: int) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(4):  # some milliseconds of work ahead of the timed calls: the CPU gets ahead
+        for _ in range(8):  # some milliseconds of work ahead of the timed calls: the CPU gets ahead
             self._filler @ self._filler
         start.record()
         for _ in range(k):
@@ -136,15 +141,15 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     cuda = dev.type == "cuda"
     dtypes = ["float32", "tfloat32", "bfloat16", "float16", "float64"] if cuda else ["float32", "bfloat16", "float64"]
     for dtype in dtypes:
-        previous = 0.0, 1
+        best = 0.0  # FLOP/s
         for n in plan.matmul:
-            if previous[0] * (n / previous[1]) ** 3 > plan.cap:  # the next size would take too long
+            if n > 256 and 2.0 * n**3 > plan.cap * best:  # this size would take too long at the best rate yet
                 break
             dt = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
             a, b = torch.randn(n, n, device=dev, dtype=dt), torch.randn(n, n, device=dev, dtype=dt)
             with _tf32(cuda and dtype == "tfloat32"):
                 s = _measure(clock, plan, lambda a=a, b=b: aten.mm.default(a, b))
-            previous = s, n
+            best = max(best, 2.0 * n**3 / s)
             yield Sample(kernel=f"mm {dtype} {n}x{n}x{n}", op_class="matmul", dtype=dtype, size=2.0 * n**3, seconds=s,
                          step=n)
     primary = torch.bfloat16 if cuda else torch.float32
@@ -206,7 +211,7 @@ def _measure(clock: Clock, plan: Plan, fn: Callable[[], Any]) -> float:
     fn()
     clock.sync()
     once = clock.per_call(fn, 1)
-    k = max(1, min(10_000, int(plan.target / max(once, 1e-7))))
+    k = max(1, min(clock.most, int(plan.target / max(once, 1e-7))))
     return min(clock.per_call(fn, k) for _ in range(plan.repeat))
 
 
