@@ -102,6 +102,9 @@ class DeviceSpec:
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle and deepcopy through JSON's values (mappingproxy pickles not)
+        return (_from_dict, (self.to_dict(),))
+
     def __repr__(self) -> str:
         bf16 = self.peak("bfloat16") or self.peak("float32") or 0.0
         return (f"DeviceSpec({self.name!r}: {bf16 / 1e12:g} TFLOP/s {'bf16' if self.peak('bfloat16') else 'f32'}, "
@@ -214,6 +217,10 @@ class DeviceSpec:
         from ._devices import for_device
 
         return for_device(device_name)
+
+
+def _from_dict(data: dict[str, Any]) -> DeviceSpec:
+    return DeviceSpec.from_dict(data)
 
 
 def spec_of(spec: str | os.PathLike[str] | DeviceSpec) -> DeviceSpec:

@@ -93,6 +93,15 @@ def test_json_round_trip(tmp_path, name):
     assert json.loads(path.read_text())["format"] == "dispatchtrace-devicespec"
 
 
+def test_pickle_and_deepcopy():
+    import copy
+    import pickle
+
+    spec = BUILT_IN["mi300x"]
+    assert pickle.loads(pickle.dumps(spec)) == spec and copy.deepcopy(spec) == spec
+    assert dataclasses.replace(spec, name="mine").peak_flops == spec.peak_flops
+
+
 def test_a_hand_written_spec(tmp_path):
     path = tmp_path / "mine.json"
     path.write_text(json.dumps({"name": "mine", "peak_flops": {"bfloat16": 100e12}, "memory_bandwidth": 1e12,
