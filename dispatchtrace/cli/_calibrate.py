@@ -18,7 +18,7 @@ from ._errors import ArgumentParser, CliError
 def parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="dispatchtrace calibrate",
-        description="Measure this machine's CPU or GPU: matmul FLOP/s per dtype, 3x3 convolutions, attention, "
+        description="Measure this machine's CPU or GPU: matmul FLOP/s per dtype, convolutions, attention, "
         "memory-bound kernels (elementwise, copies, reductions) at several sizes, and the per-op overhead. "
         "Prints the device spec they make (dense peaks, bandwidth, overhead, efficiency by op class and size) "
         "and writes it as JSON with -o, for g.estimate(path) and --estimate PATH. CUDA events time a GPU, the "
@@ -62,9 +62,10 @@ def run(argv: Sequence[str]) -> int:
                 print(f"calibrate: measured in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     except SpecError as e:
         raise CliError(str(e)) from None
+    if args.output is not None:
+        spec.save(args.output)  # before printing: a closed stdout (| head) loses no measurement
     print(spec)
     if args.output is not None:
-        spec.save(args.output)
         print(f"\nwrote {args.output}")
     return 0
 

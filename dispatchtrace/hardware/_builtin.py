@@ -32,7 +32,7 @@ CURVES = ("stated model, not measured: fraction = top * x / (x + x_half) per op 
           "FlashAttention-3's 75% on H100)")
 MEMORY_CURVES = ("stated model, not measured: fraction = top * bytes / (bytes + b_half), b_half = 1.5 us at the "
                  "bandwidth (3 us for reductions); top {top} for copies and elementwise ops (STREAM-like kernels "
-                 "reach 80-90% of HBM bandwidth), 0.8 of that for reductions")
+                 "reach 80-90% of HBM bandwidth), 0.8 of that for reductions and pooling")
 
 
 def _curves(peak: float, bandwidth: float, *, matmul: float = 0.8, attention: float = 0.5,
@@ -48,6 +48,7 @@ def _curves(peak: float, bandwidth: float, *, matmul: float = 0.8, attention: fl
         "copy": Efficiency.saturating(memory, bandwidth * 1.5e-6),
         "elementwise": Efficiency.saturating(memory, bandwidth * 1.5e-6),
         "reduction": Efficiency.saturating(0.8 * memory, bandwidth * 3e-6),
+        "pooling": Efficiency.saturating(0.8 * memory, bandwidth * 3e-6),
         "matmul": Efficiency.saturating(0.85 * memory, bandwidth * 1.5e-6),
         "convolution": Efficiency.saturating(0.8 * memory, bandwidth * 1.5e-6),
         "attention": Efficiency.saturating(0.8 * memory, bandwidth * 1.5e-6),

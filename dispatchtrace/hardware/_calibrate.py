@@ -4,7 +4,6 @@ kernels, per-op overhead) at several sizes, so that its efficiency curves come f
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import platform
 import socket
@@ -130,7 +129,8 @@ def calibrate(device: str | torch.device | None = None, *, threads: int | None =
     details = {"peak_flops": f"{source}: the best aten.mm rate of each dtype over square sizes",
                "memory_bandwidth": f"{source}: the best rate of the memory-bound kernels (on a CPU, in cache)",
                "launch_overhead": f"{source}: aten.add of one element, per call",
-               "compute_efficiency": f"{source}: {primary} matmul, 3x3 convolution and SDPA rates over the peak"}
+               "compute_efficiency": f"{source}: {primary} matmul, convolution (3x3 and 1x1) and SDPA rates over the "
+                                     "peak"}
     return fit(samples, name=name or f"{host}-{dev.type}", title=_title(dev, threads), overhead=overhead,
                included=0.0 if dev.type == "cuda" else overhead, memory=_memory(dev), primary=primary, source=source,
                details=details)
@@ -156,13 +156,15 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     name = str(primary).removeprefix("torch.")
     batch = 8 if cuda else 1
     for c, hw in ((8, 28), (16, 28), (32, 28), (64, 56), (128, 28), (256, 14), (512, 7)) + (((512, 28),) if cuda else ()):
-        x = torch.randn(batch, c, hw, hw, device=dev, dtype=primary)
-        w = torch.randn(c, c, 3, 3, device=dev, dtype=primary)
-        flops = 2.0 * batch * c * c * hw * hw * 9
-        s = _measure(clock, plan, lambda x=x, w=w: aten.convolution.default(
-            x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1))
-        yield Sample(kernel=f"conv3x3 {name} {batch}x{c}x{hw}x{hw}", op_class="convolution", dtype=name, size=flops,
-                     seconds=s, step=round(math.log2(flops)))
+        # a bottleneck's three shapes at one step: 3x3 c->c, 1x1 4c->c, 1x1 c->4c (ResNet's stage shapes among them)
+        for k, cin, cout in ((3, c, c), (1, 4 * c, c), (1, c, 4 * c)):
+            x = torch.randn(batch, cin, hw, hw, device=dev, dtype=primary)
+            w = torch.randn(cout, cin, k, k, device=dev, dtype=primary)
+            pad = [k // 2, k // 2]
+            s = _measure(clock, plan, lambda x=x, w=w, pad=pad: aten.convolution.default(
+                x, w, None, [1, 1], pad, [1, 1], False, [0, 0], 1))
+            yield Sample(kernel=f"conv{k}x{k} {name} {batch}x{cin}x{hw}x{hw} -> {cout}", op_class="convolution",
+                         dtype=name, size=2.0 * batch * cin * cout * hw * hw * k * k, seconds=s, step=c * 1000 + hw)
     heads, dim = (16, 128) if cuda else (8, 64)
     for length in (256, 1024, 4096) if cuda else (64, 128, 256, 512):
         q, k, v = (torch.randn(batch, heads, length, dim, device=dev, dtype=primary) for _ in range(3))
@@ -196,8 +198,10 @@ def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
             ("layer_norm", "reduction", 2 * nb, partial(aten.native_layer_norm.default, m, [cols], ones, zeros, 1e-5)),
             ("batch_norm (eval)", "reduction", 2 * 4 * img.numel(),
              partial(aten._native_batch_norm_legit_no_training.default, img, chans, chans, chans, chans, 0.1, 1e-5)),
-            ("max_pool2d 3x3/2", "reduction", 4 * img.numel() + (4 + 8) * img.numel() / 4,
+            ("max_pool2d 3x3/2", "pooling", 4 * img.numel() + (4 + 8) * img.numel() / 4,
              partial(aten.max_pool2d_with_indices.default, img, [3, 3], [2, 2], [1, 1])),
+            ("avg_pool2d 3x3/2", "pooling", 4 * img.numel() * (1 + 1 / 4),
+             partial(aten.avg_pool2d.default, img, [3, 3], [2, 2], [1, 1])),
         ]
         for kernel, op_class, nbytes, fn in kernels:
             s = _measure(clock, plan, fn)

@@ -195,7 +195,7 @@ class DeviceSpec:
                   repeat: int | None = None, name: str | None = None, log: Callable[[str], None] | None = None,
                   ) -> DeviceSpec:
         """Measure the device at hand (``"cpu"``, ``"cuda"``; default CUDA when there is one): matmul per dtype,
-        3x3 convolutions, SDPA, memory-bound kernels (elementwise, copies, reductions) at several sizes and the
+        convolutions (3x3 and 1x1), SDPA, memory-bound kernels (elementwise, copies, reductions) at several sizes and the
         per-op overhead, into a spec whose efficiency curves come from the measurement (``dispatchtrace
         calibrate``; CUDA events on a GPU, the wall clock on the CPU with ``threads`` threads, by default
         torch's current number). ``quick`` runs fewer sizes; ``log`` gets one line per kernel measured."""

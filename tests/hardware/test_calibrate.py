@@ -22,7 +22,7 @@ def _check_measured(spec: dt.DeviceSpec, threads: int) -> None:
     assert set(spec.memory_efficiency) == set(OP_CLASSES)
     for op_class in ("matmul", "convolution", "attention"):
         assert len(spec.compute_efficiency[op_class].points) >= 3
-    for op_class in ("elementwise", "copy", "reduction"):
+    for op_class in ("elementwise", "copy", "reduction", "pooling"):
         assert len(spec.memory_efficiency[op_class].points) >= 5
     assert max(f for _, f in spec.compute_efficiency["matmul"].points) == 1.0  # the peak is one of its points
     source = spec.sources["peak_flops"]
