@@ -22,7 +22,7 @@ def parser() -> argparse.ArgumentParser:
         "memory-bound kernels (elementwise, copies, reductions) at several sizes, and the per-op overhead. "
         "Prints the device spec they make (dense peaks, bandwidth, overhead, efficiency by op class and size) "
         "and writes it as JSON with -o, for g.estimate(path) and --estimate PATH. CUDA events time a GPU, the "
-        "wall clock the CPU. About 10 s on a CPU (--quick: about 3 s).",
+        "wall clock the CPU. About 9 s on a CPU at one thread (--quick: about 3 s).",
         examples=["dispatchtrace calibrate -o cpu.json --threads 1",
                   "dispatchtrace calibrate --device cuda -o gpu.json",
                   "dispatchtrace calibrate --show h100", "dispatchtrace calibrate --show cpu.json"],

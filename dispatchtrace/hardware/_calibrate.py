@@ -141,15 +141,15 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     cuda = dev.type == "cuda"
     dtypes = ["float32", "tfloat32", "bfloat16", "float16", "float64"] if cuda else ["float32", "bfloat16", "float64"]
     for dtype in dtypes:
-        best = 0.0  # FLOP/s
+        last = 0.0  # FLOP/s of the size before: rates fall with size where a dtype has no blocked kernel
         for n in plan.matmul:
-            if n > 256 and 2.0 * n**3 > plan.cap * best:  # this size would take too long at the best rate yet
+            if n > 256 and 2.0 * n**3 > plan.cap * last:  # this size would take too long at the last rate
                 break
             dt = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
             a, b = torch.randn(n, n, device=dev, dtype=dt), torch.randn(n, n, device=dev, dtype=dt)
             with _tf32(cuda and dtype == "tfloat32"):
                 s = _measure(clock, plan, lambda a=a, b=b: aten.mm.default(a, b))
-            best = max(best, 2.0 * n**3 / s)
+            last = 2.0 * n**3 / s
             yield Sample(kernel=f"mm {dtype} {n}x{n}x{n}", op_class="matmul", dtype=dtype, size=2.0 * n**3, seconds=s,
                          step=n)
     primary = torch.bfloat16 if cuda else torch.float32
