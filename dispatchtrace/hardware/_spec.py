@@ -68,6 +68,8 @@ class DeviceSpec:
         if not isinstance(self.title, str):
             raise SpecError(f"title takes a string, not {self.title!r}")
         peaks = _mapping(self.peak_flops, "peak_flops")
+        if not peaks:
+            raise SpecError("peak_flops takes at least one dtype's rate ({'float32': 1e12, ...}), not none")
         for key, value in peaks.items():
             if key not in DTYPES:
                 raise SpecError(f"peak_flops takes dtype names as torch spells them ('float32', 'bfloat16', ...), "
@@ -106,9 +108,12 @@ class DeviceSpec:
         return (_from_dict, (self.to_dict(),))
 
     def __repr__(self) -> str:
-        bf16 = self.peak("bfloat16") or self.peak("float32") or 0.0
-        return (f"DeviceSpec({self.name!r}: {bf16 / 1e12:g} TFLOP/s {'bf16' if self.peak('bfloat16') else 'f32'}, "
-                f"{self.memory_bandwidth / 1e9:g} GB/s, launch {self.launch_overhead * 1e6:g} us)")
+        from ._describe import _si
+
+        rates = [(self.peak_flops[k], k) for k in ("bfloat16", "float32", "float16") if k in self.peak_flops]
+        rate, dtype = max(rates or [(v, k) for k, v in self.peak_flops.items()], key=lambda r: r[0])
+        return (f"DeviceSpec({self.name!r}: {_si(rate)}FLOP/s {dtype}, {_si(self.memory_bandwidth)}B/s, "
+                f"launch {self.launch_overhead * 1e6:.3g} us)")
 
     def __str__(self) -> str:
         from ._describe import describe

@@ -115,6 +115,7 @@ def test_a_hand_written_spec(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     ({"memory_bandwidth": "3 TB/s"}, "memory_bandwidth takes a positive number of bytes per second, not '3 TB/s'"),
     ({"peak_flops": {"bf16": 1e12}}, "peak_flops takes dtype names .* not 'bf16' \\(did you mean 'bfloat16'\\?\\)"),
+    ({"peak_flops": {}}, "peak_flops takes at least one dtype's rate"),
     ({"peak_flops": {"bfloat16": -1}}, "peak_flops\\['bfloat16'\\] takes a positive number of FLOP/s, not -1"),
     ({"launch_overhead": None}, "launch_overhead takes a number of seconds >= 0, not None"),
     ({"compute_efficiency": {"matmul": [[1e9, 1.5]]}}, "compute_efficiency\\['matmul'\\]: .* fraction takes a number in \\(0, 1\\], not 1.5"),
