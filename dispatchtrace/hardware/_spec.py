@@ -245,6 +245,8 @@ def spec_of(spec: str | os.PathLike[str] | DeviceSpec) -> DeviceSpec:
     if isinstance(spec, str):
         from ._builtin import is_named
 
+        if not spec.strip():
+            raise SpecError("a device spec is a built-in name ('h100') or a path to a spec JSON, not an empty string")
         if is_named(spec):
             return DeviceSpec.named(spec)
         if spec.lower().endswith(".json") or os.sep in spec or Path(spec).exists():

@@ -170,6 +170,8 @@ def test_unknown_names_suggest_close_ones():
         dt.DeviceSpec.named("tpu-v5")
     with pytest.raises(dt.SpecError, match="not int"):
         spec_of(3)
+    with pytest.raises(dt.SpecError, match="not an empty string"):
+        spec_of(" ")
 
 
 @pytest.mark.parametrize(("reported", "name"), [
