@@ -15,8 +15,10 @@ from .errors import (
     NoValuesError,
     ReplayError,
     SavedError,
+    SpecError,
 )
 from .graph import Call, Depth, Graph, Op, TensorRef
+from .hardware import DeviceSpec
 from .recording import capture
 from .render import write_diff, write_ranks
 from .replay import verify
@@ -24,8 +26,8 @@ from .serialize import load, load_ranks, rank_path
 from .views import Metric, diff, register_metric, unregister_metric
 
 __all__ = [
-    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
-    "LintError", "Metric", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
-    "TensorRef",
-    "capture", "diff", "load", "load_ranks", "rank_path", "register_metric", "unregister_metric", "verify", "write_diff", "write_ranks",
+    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError",
+    "Graph", "KeepBudgetError", "LintError", "Metric", "ModelError", "ModelTooLargeError", "NoValuesError",
+    "NotKeptError", "Op", "ReplayError", "SavedError", "SpecError", "TensorRef", "capture", "diff", "load",
+    "load_ranks", "rank_path", "register_metric", "unregister_metric", "verify", "write_diff", "write_ranks",
 ]

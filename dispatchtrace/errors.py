@@ -69,3 +69,10 @@ class NotKeptError(LookupError):
 
 class NoValuesError(ValueError):
     """A feature that reads values (``first_nonfinite``) on a capture without them (``values="none"``, meta tensors)."""
+
+
+class SpecError(ValueError):
+    """A device specification that cannot be used: an unknown built-in name (the message suggests close
+    names), a spec file that is not valid JSON or a field that takes something else (the message names the
+    field and what it takes). List the built-ins with ``dt.DeviceSpec.names()``; measure this machine with
+    ``dispatchtrace calibrate -o spec.json``."""
