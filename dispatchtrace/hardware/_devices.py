@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+import torch
+
 from ..errors import SpecError
 
 if TYPE_CHECKING:
@@ -32,7 +34,6 @@ def for_device(device_name: str | None) -> DeviceSpec | None:
     from ._builtin import BUILT_IN
 
     if device_name is None:
-        import torch
 
         if not torch.cuda.is_available():
             raise SpecError("no CUDA device to read a name from: name the part (DeviceSpec.for_device('NVIDIA H100 "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -130,7 +131,6 @@ def _link_dict(link: Link | None) -> dict[str, Any] | None:
 
 
 def _close(key: str, choices: tuple[str, ...]) -> str:
-    import difflib
 
     close = difflib.get_close_matches(key, choices, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -262,7 +263,6 @@ _DTYPE_ALIASES = {"fp64": "float64", "double": "float64", "fp32": "float32", "fl
 
 
 def _did_you_mean(key: str, choices: tuple[str, ...], aliases: Mapping[str, str] | None = None) -> str:
-    import difflib
 
     if aliases and key.lower() in aliases:
         return f" (did you mean {aliases[key.lower()]!r}?)"
