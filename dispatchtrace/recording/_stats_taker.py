@@ -21,9 +21,9 @@ SAME_ELEMENTS = frozenset({"t", "transpose", "permute", "view", "_unsafe_view", 
 """Ops whose one result holds the very elements of their first input, rearranged at most: when the result has
 as many of the same dtype (not ``view(dtype)``), it has the input's stats (no second pass over the same numbers:
 a transposed weight, a flatten)."""
+
 _COLLECTIVES = ("c10d.", "_c10d_functional.", "c10d_functional.", "_c10d_functional_autograd.")
-"""Namespaces of collectives: what they return or write is complete only after their wait (``wait_tensor``,
-``Work.wait``), so its stats are taken where it is next read."""
+"""Namespaces of collectives and of the ops that wrap their pending results (``_wrap_tensor_autograd``)."""
 
 Taken = Stats | int | None
 """A value's stats: taken (``Stats``), pending in row ``int`` of the device rows, or none (no values)."""
@@ -41,7 +41,11 @@ class StatsTaker:
 
     CPU tensors get their stats at once (``stats_of``); tensors on any other device (a GPU) get a row of
     ``StatsRows``, their reductions enqueued on the op's stream, and ``finish`` reads every row when the
-    capture ends: no synchronisation per op. ``extras`` are ``capture(stats=...)``'s ``Extra`` names."""
+    capture ends: no synchronisation per op. ``extras`` are ``capture(stats=...)``'s ``Extra`` names.
+
+    What a collective returns or writes (a ``c10d`` op, a functional collective, what wraps its result) is
+    complete only after its wait (``wait_tensor``, ``Work.wait``; on a GPU on another stream): its stats are
+    taken where another op next reads it, after the wait."""
 
     def __init__(self, stats: dict[int, Stats], live: dict[int, Any], extras: frozenset[str] = frozenset()) -> None:
         self.stats = stats
@@ -53,7 +57,7 @@ class StatsTaker:
         self._pre: dict[int, Taken] = {}  # id(tensor) -> its stats before the op that writes it ran
         self._rows: StatsRows | None = None
         self._row_of: dict[int, int] = {}  # ref id -> its row in ``_rows`` (until ``finish``)
-        self._collective: dict[str, bool] = {}
+        self._pending: dict[int, list[Any]] = {}  # storage -> the refs of it a collective returned or wrote, unread
 
     # ---- one tensor ----------------------------------------------------------------------------
     def _take(self, t: Tensor) -> Taken:
@@ -101,7 +105,9 @@ class StatsTaker:
         """The stats of ``op``'s inputs that have none: taken before the op where it wrote, else now."""
         unwritten = self._unwritten
         has = self._has
-        need = [i for i, r in enumerate(op.inputs) if not has(r.id) and r.storage not in unwritten]
+        pending = self._pending
+        need = [i for i, r in enumerate(op.inputs) if not has(r.id) and r.storage not in unwritten
+                and r.storage not in pending]
         if not need:
             return
         pre = self._pre
@@ -118,12 +124,6 @@ class StatsTaker:
             else:
                 self._put(ref.id, self._take(t))
 
-    def _is_collective(self, target: str) -> bool:
-        found = self._collective.get(target)
-        if found is None:
-            found = self._collective[target] = target.startswith(_COLLECTIVES) and ".wait_tensor." not in target
-        return found
-
     def after(self, op: Op, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         outputs = op.outputs
         mutated = op.mutated
@@ -138,10 +138,21 @@ class StatsTaker:
                 unwritten.update(written)
                 return
             unwritten.difference_update(written)
-        self._inputs(op, args, kwargs, bool(mutated))
+        pending = self._pending
+        if info.group is not None or (info.target.startswith(_COLLECTIVES) and info.base != "wait_tensor"):
+            self._inputs(op, args, kwargs, bool(mutated))
+            self._pre = {}
+            inherited = [ref for r in op.inputs if r.storage in pending for ref in pending.pop(r.storage)]
+            for r in (*outputs, *mutated):  # complete after the wait: stats where next read
+                pending.setdefault(r.storage, []).append(r)
+            if inherited and outputs:  # a wrapper of a pending result (``_wrap_tensor_autograd``): the same value
+                pending[outputs[0].storage] += inherited
+            return
+        waited = [(r, pending.pop(r.storage)) for r in op.inputs if r.storage in pending] if pending else None
+        self._inputs(op, args, kwargs, bool(mutated))  # read: after the wait (``wait_tensor``, ``Work.wait``)
         self._pre = {}
-        if self._is_collective(info.target):
-            return  # its results are read where they are next read, after the wait
+        if waited:  # the collective's own results and what wrapped them: the value read here
+            self._share(waited)
         has = self._has
         if outputs:
             tensors = (out,) if isinstance(out, Tensor) else tensor_leaves(out)
@@ -159,6 +170,19 @@ class StatsTaker:
             for ref, t in zip(mutated, tensor_leaves(info.written(args, kwargs)), strict=False):
                 if not has(ref.id):
                     self._put(ref.id, self._take(t))
+
+    def _share(self, waited: list[tuple[Any, list[Any]]]) -> None:
+        """Each ``(read, refs)``: ``refs`` a collective returned or wrote (or wrapped), read as ``read`` after their
+        wait, get ``read``'s stats where they hold the same elements (shape and dtype)."""
+        for read, refs in waited:
+            taken: Taken = self.stats.get(read.id)
+            if taken is None:
+                taken = self._row_of.get(read.id)
+            if taken is None:
+                continue
+            for ref in refs:
+                if not self._has(ref.id) and ref.shape == read.shape and ref.dtype == read.dtype:
+                    self._put(ref.id, taken)
 
     def finish(self) -> None:
         """Read the rows left on devices into ``stats`` (one copy to the host per device)."""
