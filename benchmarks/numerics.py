@@ -95,6 +95,45 @@ def resnet(repeat: int, fingerprints: bool) -> None:
         print(f"  {label:<34} {times[name] * 1e3:8.1f} ms  {times[name] / base:5.2f}x")
 
 
+def parts(repeat: int) -> None:
+    """What each reduction costs on ResNet-50's own tensors (each op's results and the parameters, kept from one
+    forward), each run over all of them: medians of ``time.process_time``."""
+    from dispatchtrace.recording._stats import _flat, _nonzero, _norm, fingerprint_of, stats_of
+
+    torch.manual_seed(0)
+    model, x = torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224)
+    kept: list[torch.Tensor] = []
+
+    class Keep(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            kept.extend(t.clone() for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.numel())
+            return out
+
+    with torch.no_grad(), Keep():
+        model(x)
+    kept += [p.detach().clone() for p in model.parameters()]
+    flat = [_flat(t if t.is_floating_point() else t.double()) for t in kept]
+    runs = {
+        "stats_of (the default)": lambda t: stats_of(t),
+        "stats_of, zeros=True": lambda t: stats_of(t, zeros=True),
+        "aminmax (two .item())": lambda t: [v.item() for v in torch.aminmax(t)],
+        "sum (torch's, .item())": lambda t: t.sum().item(),
+        "blocked L2 norm": lambda t: _norm(t, t.numel()),
+        "zero count (on the bits)": lambda t: _nonzero(t),
+        "fingerprint": lambda t: fingerprint_of(t),
+    }
+    print(f"resnet50's {len(kept)} tensors, {sum(t.numel() for t in kept) / 1e6:.1f} M elements (process time, median of {repeat})")
+    for name, f in runs.items():
+        times = []
+        for _ in range(repeat):
+            t0 = time.process_time()
+            for t in (kept if name.startswith(("stats_of", "fingerprint")) else flat):
+                f(t)
+            times.append(time.process_time() - t0)
+        print(f"  {name:<28} {sorted(times)[len(times) // 2] * 1e3:7.1f} ms")
+
+
 def decoder(layers: int) -> tuple[torch.nn.Module, torch.Tensor]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
     import llama_meta
@@ -155,10 +194,13 @@ def main() -> None:
     parser.add_argument("--skip-resnet", action="store_true")
     parser.add_argument("--fingerprint", action="store_true", help='also stats=("fingerprint",) (slow)')
     parser.add_argument("--skip-diff", action="store_true")
+    parser.add_argument("--parts", action="store_true", help="what each reduction costs on ResNet-50's tensors")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.skip_resnet:
         resnet(args.repeat, args.fingerprint)
+    if args.parts:
+        parts(args.repeat)
     if not args.skip_diff:
         diff(args.layers, args.repeat)
 
