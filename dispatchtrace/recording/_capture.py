@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Literal, get_args
 
@@ -20,6 +20,7 @@ from ._literals import CONSTANTS_LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
 from ._scope import Scope
+from ._stats import Extra, extras
 from ._timing import Timer
 from ._training import Phases
 
@@ -58,14 +59,18 @@ class OpMode(TorchDispatchMode):
     On a torch that sends each detach twice (``DETACH_TWICE``, torch 2.8) the second, a detach of the
     result of the detach met just before it, is not handed on: ``alias(result, first_result)`` makes
     its result the first's (one detach, as newer torch sends; so ``t.detach().detach()`` is one too).
+    ``before(func, args, kwargs)``, when given, is called before each op runs (``values="stats"``: the values
+    an op writes in place, as it reads them).
     """
 
     def __init__(self, forward: OpHook, backward: OpHook | None = None,
                  ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None,
                  dtensor: DTensorHooks | None = None,
-                 alias: Callable[[Any, Any], None] | None = None, timer: Timer | None = None) -> None:
+                 alias: Callable[[Any, Any], None] | None = None, timer: Timer | None = None,
+                 before: Callable[[Any, tuple[Any, ...], dict[str, Any]], None] | None = None) -> None:
         super().__init__()
         self._timer = timer  # capture(timing=True): runs each op and times it (the hooks' work is not in it)
+        self._before = before  # called before each op runs (the stats of what it will write in place)
         self._alias = alias
         self._detached: Any = None  # DETACH_TWICE: the result of the op before, when it was a detach
         self._forward = forward
@@ -80,6 +85,8 @@ class OpMode(TorchDispatchMode):
             kwargs = _NO_KWARGS
         if self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
             return self._dtensor_op(func, args, kwargs)
+        if self._before is not None:  # before the timed span: the capture's bookkeeping is never in an op's time
+            self._before(func, args, kwargs)
         timer = self._timer
         out = func(*args, **kwargs) if timer is None else timer.run(func, args, kwargs)
         if DETACH_TWICE:
@@ -140,9 +147,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     block, which refuse to run while such hooks are set.
 
     ``values="stats"`` takes, for every tensor an op returns or writes (its value after the op), the
-    counts of NaN, +Inf, -Inf and zeros, the min, max, mean and L2 norm (``Stats``, in ``g.stats`` by ref
+    counts of NaN, +Inf and -Inf, the min, max, mean and L2 norm (``Stats``, in ``g.stats`` by ref
     id; ``g.first_nonfinite()`` finds the op that made a NaN), in the dispatch path, keeping no tensor;
-    meta and fake tensors have none. ``keep`` keeps full copies, detached and on the CPU, of the results
+    meta and fake tensors have none. ``stats`` adds what the default leaves out (``Extra``): ``"zeros"`` (exact
+    zero counts) and ``"fingerprint"`` (a hash of each value's bits: ``Stats.bitwise_equal``). On a GPU the
+    stats stay on the device until the block ends (no synchronisation per op). ``keep`` keeps full copies, detached and on the CPU, of the results
     of the ops and the outputs of the calls it matches (globs of op targets or names and call paths or
     labels, a list of them, or a predicate of the op or call): ``g.value(op)``; ``keep_bytes`` is their
     budget, and a copy that would pass it raises ``KeepBudgetError`` instead of being made.
@@ -169,10 +178,12 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     """
 
     def __init__(self, model: Any = None, *, source: bool = True, constants: int = CONSTANTS_LIMIT, saved: bool = True,
-                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES, timing: bool = False) -> None:
+                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES,
+                 stats: Iterable[Extra] = (), timing: bool = False) -> None:
         if values not in VALUES:
             raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "
                              f"statistics of every op's results (g.stats), \"none\" keeps no value")
+        self._stats = extras(stats, values)
         self._values = values
         self._keep = keep
         self._keep_bytes = keep_bytes
@@ -194,13 +205,13 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         keywords = scope = phases = saved = None
         try:
             recorder = Recorder(self._model, source=self._source, constants=self._constants, values=self._values,
-                                keep=self._keep, keep_bytes=self._keep_bytes)
+                                keep=self._keep, keep_bytes=self._keep_bytes, stats=self._stats)
             phases = Phases(recorder)
             scope = Scope(recorder.enter, recorder.exit, recorder.note,
                           recompute=(phases.recompute_enter, phases.recompute_exit))
             saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
             mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end),
-                          recorder.tracker.alias, self._timer)
+                          recorder.tracker.alias, self._timer, recorder.before)
             recorder.graph.timed = self._timer is not None
             phases.open()
             keywords = self._watch_keywords(recorder)

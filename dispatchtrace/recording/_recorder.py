@@ -33,7 +33,7 @@ from ._params import add_params
 from ._schema import SCHEMAS as _schemas
 from ._schema import schema_of
 from ._source import Site, SourceTable, user_site
-from ._stats import StatsTaker
+from ._stats_taker import StatsTaker
 from ._tracker import Tracker
 
 Tensor = torch.Tensor
@@ -50,7 +50,7 @@ class Recorder(CallEvents):
     events are ``CallEvents``', this class records the ops)."""
 
     def __init__(self, model: Any, *, source: bool = True, constants: int = CONSTANTS_LIMIT, values: str = "none",
-                 keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
+                 keep: Keep = None, keep_bytes: int = KEEP_BYTES, stats: frozenset[str] = frozenset()) -> None:
         self._limit = constants
         self.builder = GraphBuilder()
         self.graph = self.builder.graph
@@ -83,7 +83,9 @@ class Recorder(CallEvents):
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
         self._n_dtensor = 0
         self.graph.values = values
-        self._stats = StatsTaker(self.graph.stats) if values == "stats" else None
+        self._stats = StatsTaker(self.graph.stats, self.tracker.live, stats) if values == "stats" else None
+        self.before = self._stats.before if self._stats is not None else None
+        """``(func, args, kwargs)``, called before each op runs, or ``None``: what the values need to see first."""
         self._keeper = Keeper(keep, keep_bytes, self.graph.kept) if keep is not None else None
         self._values = self._stats is not None or self._keeper is not None  # one test per op when both are off
 
@@ -314,6 +316,8 @@ class Recorder(CallEvents):
             table = SourceTable()
             table.assign(graph.ops, self._sites)
             table.assign(graph.calls, self._call_sites)
+        if self._stats is not None:
+            self._stats.finish()  # the stats still on a device, to the host: once
         if self._keeper is not None:
             for note in self._keeper.notes():
                 self.builder.add_note(note)

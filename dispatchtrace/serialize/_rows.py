@@ -150,9 +150,11 @@ CALL_ENTRY = RowType("a call entry", keyed=True, fields=(
 """An entry of ``calls``: one ``Call`` as an object (``source``, ``returned``, ``arguments`` only where set)."""
 
 STATS_ROW = RowType("a stats row", (Field("tensor", "int>=0"), *(
-    Field(f.name, "int>=0" if f.type in ("int", int) else "value") for f in dataclasses.fields(Stats))))
+    Field(f.name, "int>=0" if f.type in ("int", int) else "int>=0?" if f.type == "int | None" else "value")
+    for f in dataclasses.fields(Stats) if f.name != "fingerprint")))
 """A row of ``stats`` (format 5): the tensor's id, then the fields of the ``Stats`` record in its order (the floats
-as ``_values._value`` writes them)."""
+as ``_values._value`` writes them; ``zeros`` null where it was not counted). A fingerprint
+(``capture(stats=("fingerprint",))``) is no column: ``fingerprints`` holds ``[tensor, hex]`` entries beside."""
 
 STATS_FLOATS = tuple(i for i, f in enumerate(STATS_ROW.fields) if f.type == "value")
 """The positions of a stats row's floats (written with ``_value``, read with ``_unvalue``)."""

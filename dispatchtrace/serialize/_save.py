@@ -164,7 +164,11 @@ def _values_entries(graph: Graph) -> dict[str, Any]:
         for k in STATS_FLOATS:
             row[k] = _value(row[k])
         rows.append(row)
-    return {"values": graph.values, "stats": rows}
+    entries: dict[str, Any] = {"values": graph.values, "stats": rows}
+    fingerprints = [[rid, f"{s.fingerprint:x}"] for rid, s in graph.stats.items() if s.fingerprint is not None]
+    if fingerprints:  # capture(stats=("fingerprint",)): [tensor, hex] (text: a JSON number past 2**53 loses bits)
+        entries["fingerprints"] = fingerprints
+    return entries
 
 
 def to_json(graph: Graph) -> dict[str, Any]:
