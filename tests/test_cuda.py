@@ -279,6 +279,8 @@ def test_timing_on_cuda_reads_events_once_at_the_end() -> None:
         opt.step()
     assert set(step.phase_times) == {"forward", "backward", "optimizer"} and all(v > 0 for v in step.phase_times.values())
     assert all(op.time is not None for op in step.ops)
+
+
 def test_values_stats_on_cuda_never_synchronise_per_op() -> None:
     """``values="stats"`` keeps each op's stats in rows on the device and reads them once when the block ends:
     inside the block ``torch.cuda.set_sync_debug_mode("error")`` raises on any synchronisation, and none comes."""

@@ -7,9 +7,10 @@ from typing import Any
 import torch
 
 from .._structure import tensor_leaves
-from ..graph import SCHEMAS as _schemas
-from ..graph import Op, Stats, schema_of
+from ..graph import Op, Stats
 from . import _stats_rows
+from ._schema import SCHEMAS as _schemas
+from ._schema import schema_of
 from ._stats import describable, stats_of
 from ._stats_rows import StatsRows
 
