@@ -15,7 +15,7 @@ tables' field names (``STATS_TABLES``) go in the payload's ``fields``, as the ro
 ...     _ = lin(x)
 >>> p = values_payload(g, str)
 >>> p["vals"], p["nf"]["op"], p["nf"]["carried"], p["st"][1][0]
-('stats', 1, True, [['%addmm: f32[1, 1]', [1, 1, 0, 0, 0, None, None, None, None]]])
+('stats', 1, True, [['%addmm: f32[1, 1]', [1, 1, 0, 0, None, None, None, None, None]]])
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from ..graph import Stats
 if TYPE_CHECKING:
     from ..graph import Graph
 
-STATS_FIELDS = tuple(f.name for f in dataclasses.fields(Stats))
-"""A stats row: the fields of the ``Stats`` record, in its order (the record is the one declaration)."""
+STATS_FIELDS = tuple(f.name for f in dataclasses.fields(Stats) if f.name != "fingerprint")
+"""A stats row: the fields of the ``Stats`` record, in its order (the record is the one declaration), but the
+fingerprint (64 bits: a JavaScript number holds 53; the page compares no bits)."""
 
 STATS_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
     "st": tuple((name, "") for name in STATS_FIELDS),
