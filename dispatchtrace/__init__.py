@@ -15,6 +15,7 @@ from .errors import (
     NoValuesError,
     ReplayError,
     SavedError,
+    SpecError,
 )
 from .graph import Call, Depth, Graph, Op, TensorRef
 from .recording import capture
@@ -25,7 +26,7 @@ from .views import diff
 
 __all__ = [
     "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
-    "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
+    "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError", "SpecError",
     "TensorRef",
     "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_diff", "write_ranks",
 ]

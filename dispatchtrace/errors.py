@@ -69,3 +69,8 @@ class NotKeptError(LookupError):
 
 class NoValuesError(ValueError):
     """A feature that reads values (``first_nonfinite``) on a capture without them (``values="none"``, meta tensors)."""
+
+
+class SpecError(ValueError):
+    """A device specification or interconnect that cannot be used: an unknown name (the message suggests
+    close names), a damaged spec file, or a field with a wrong value (the message names the field)."""
