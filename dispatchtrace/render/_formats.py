@@ -13,7 +13,7 @@ longest registered suffix a file name ends with wins, so ``.json`` stays "save t
 while a second JSON-based format registers its own name and a longer suffix.
 
 >>> [f.name for f in formats()]
-['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html']
+['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html', 'trace']
 >>> for_path("model.gv").name, for_path("trace.JSON").name, for_path("model.mx.json").name, for_path("model.jpg")
 ('dot', 'capture', 'model-explorer', None)
 """
@@ -182,6 +182,7 @@ def _builtins() -> None:
     from . import _html as html
     from . import _model_explorer as model_explorer
     from . import _text as text
+    from . import _trace_json as trace_json
 
     drawn = "a diagram drawn by graphviz's dot"
     register(Format("svg", (".svg",), diagram.image("svg"), diagram.ImageOptions, drawn, "image/svg+xml"))
@@ -192,3 +193,5 @@ def _builtins() -> None:
     register(Format("capture", (".json",), _capture_json, NoOptions, "the capture, for dispatchtrace render", "application/json"))
     register(Format("model-explorer", (".mx.json",), model_explorer.model_explorer, model_explorer.ModelExplorerOptions, "Google Model Explorer's graph JSON", "application/json"))
     register(Format("html", (".html", ".htm"), html.write, html.HtmlOptions, "the interactive viewer, one self-contained page", "text/html"))
+    register(Format("trace", (".trace.json",), trace_json.write, trace_json.TraceOptions,
+                    "a rank's step as Chrome trace events: Perfetto, chrome://tracing, Holistic Trace Analysis", "application/json"))

@@ -16,7 +16,7 @@ from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
 from ._summary import Summary, summary
-from ._timeline import Span, Timeline, timeline
+from ._timeline import Span, Timeline, measured_timeline, timeline
 from ._tree import Tree, tree
 
 __all__ = [
@@ -24,6 +24,6 @@ __all__ = [
     "NonFinite", "OpPair", "Predicate", "Span", "Summary", "Timeline", "Tree",
     "agreement_key", "attributes", "attributes_text", "call_label", "calls_of", "collapse", "collapse_at", "collectives",
     "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
-    "matches", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
+    "matches", "measured_timeline", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "resolve_depth", "run_label", "search", "sequences", "summary", "timeline", "tree",
 ]

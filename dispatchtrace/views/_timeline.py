@@ -189,3 +189,27 @@ def _critical_path(spans: list[Span], why: dict[int, int | None], total: float) 
         current = by_index.get(before) if before is not None else None
     path.reverse()
     return path
+
+
+def measured_timeline(graph: Graph) -> Timeline | None:
+    """What a timed capture measured, as a schedule: every op after the one before, for its measured ``op.time``
+    (collectives on their group's stream, still in order: the capture's device ran them so); ``None`` when no
+    op has a time (an untimed capture, meta, fake)."""
+    times = [getattr(op, "time", None) for op in graph.ops]
+    if all(t is None for t in times):
+        return None
+    found = {c.op.index: c for c in collectives(graph)}
+    spans: list[Span] = []
+    clock = compute = communication = 0.0
+    for op, t in zip(graph.ops, times, strict=True):
+        seconds = float(t or 0.0)
+        c = found.get(op.index)
+        stream = COMPUTE if c is None else f"comm {c.group.name if c.group is not None else '?'}"
+        spans.append(Span(op, stream, clock, clock + seconds, collective=c))
+        clock += seconds
+        if c is None:
+            compute += seconds
+        else:
+            communication += seconds
+    return Timeline(tuple(spans), clock, compute, communication, communication, tuple(s.op for s in spans),
+                    {s.op.index: s for s in spans})
