@@ -13,7 +13,7 @@ longest registered suffix a file name ends with wins, so ``.json`` stays "save t
 while a second JSON-based format registers its own name and a longer suffix.
 
 >>> [f.name for f in formats()]
-['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html', 'trace']
+['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html', 'trace', 'chakra']
 >>> for_path("model.gv").name, for_path("trace.JSON").name, for_path("model.mx.json").name, for_path("model.jpg")
 ('dot', 'capture', 'model-explorer', None)
 """
@@ -178,6 +178,7 @@ def _builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
+    from . import _chakra as chakra
     from . import _diagram as diagram
     from . import _html as html
     from . import _model_explorer as model_explorer
@@ -195,3 +196,5 @@ def _builtins() -> None:
     register(Format("html", (".html", ".htm"), html.write, html.HtmlOptions, "the interactive viewer, one self-contained page", "text/html"))
     register(Format("trace", (".trace.json",), trace_json.write, trace_json.TraceOptions,
                     "a rank's step as Chrome trace events: Perfetto, chrome://tracing, Holistic Trace Analysis", "application/json"))
+    register(Format("chakra", (".et",), chakra.write, chakra.ChakraOptions,
+                    "a rank's step as a Chakra execution trace, for ASTRA-sim"))

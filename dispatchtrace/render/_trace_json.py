@@ -17,6 +17,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..graph import Group
+from ..views import measured_timeline
+
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
     from ..views import Span, Timeline
@@ -40,8 +43,6 @@ class TraceOptions:
 
 def timeline_of(graph: Graph, estimate: Any) -> tuple[Timeline, dict[str, Any]]:
     """The schedule a trace draws and the device it ran (or would run) on: the estimate's, else the measured times."""
-    from ..views import measured_timeline
-
     if estimate is not None:
         timeline = getattr(estimate, "timeline", None)
         if timeline is None:
@@ -185,8 +186,6 @@ def _shown_producers(op: Op, shown: dict[int, Span]) -> list[Op]:
 
 def _rank_info(graph: Graph) -> tuple[int, int, str]:
     """``(rank, world size, backend)`` from the capture's process groups (``(0, 1, "")`` without any)."""
-    from ..graph import Group
-
     rank, world, backend = 0, 1, ""
     for op in graph.ops:
         for a in op.args:

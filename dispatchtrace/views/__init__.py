@@ -3,7 +3,7 @@
 from ._attrs import attributes, attributes_text
 from ._collapse import Cluster, CollapsedGraph, Edge, Node, Predicate, collapse_at
 from ._collectives import Collective, Collectives, collectives
-from ._costs import Costs, costs
+from ._costs import Costs, costs, tensor_bytes
 from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
 from ._fold import foldable_runs
@@ -25,5 +25,5 @@ __all__ = [
     "agreement_key", "attributes", "attributes_text", "call_label", "calls_of", "collapse", "collapse_at", "collectives",
     "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
     "matches", "measured_timeline", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
-    "resolve_depth", "run_label", "search", "sequences", "summary", "timeline", "tree",
+    "resolve_depth", "run_label", "search", "sequences", "summary", "tensor_bytes", "timeline", "tree",
 ]
