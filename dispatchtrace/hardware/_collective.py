@@ -1,26 +1,30 @@
-"""What one collective costs on a set of ranks placed on nodes: ring and tree models over two link levels, as NCCL picks by size.
+"""What one collective costs on a set of ranks placed on nodes: ring and tree, three protocols, two link levels, as NCCL picks.
 
 An alpha-beta model in NCCL's own terms (``src/graph/tuning.cc``): a collective of ``n`` ranks takes
 a number of steps (all-reduce ``2(n-1)``, all-gather and reduce-scatter ``n-1``), each paying one
-link's latency, and moves its algorithm's share of the buffer over the slowest link it crosses. Ranks
-sit on nodes by ``rank // ranks_per_node``; a group inside one node runs over ``intra`` (NVLink), a
-group across nodes is limited by ``inter`` (the NIC of each GPU). For an all-reduce both NCCL
-algorithms are priced and the faster taken: the ring moves ``2(n-1)/n`` of the buffer and pays ``2(n-1)``
-steps; the tree (chains inside nodes, a binary tree across them) moves twice the buffer at 92% of the
-link (NCCL's own factor) but pays
-``2((k-1) + log2(m))`` steps for ``k`` ranks per node and ``m`` nodes, so it wins for small buffers on many
-nodes. ``docs/time.md`` says where this agrees with Inductor's ``comm_analysis.py`` and where not.
+link's per-step latency, plus a fixed start, and moves its algorithm's share of the buffer over the
+slowest link it crosses. Ranks sit on nodes by ``rank // ranks_per_node``; a group inside one node
+runs over ``intra`` (NVLink), a group across nodes is bounded by ``inter`` (the NIC of each GPU).
+
+Each (algorithm, protocol) pair is priced and the fastest taken, as NCCL's tuner does: the ring moves
+``2(n-1)/n`` of an all-reduce's buffer over ``2(n-1)`` steps; the tree (chains inside nodes, a binary
+tree across them) moves twice the buffer at 92% of the link but pays ``2((k-1) + log2(m))`` steps for
+``k`` ranks per node and ``m`` nodes. The protocols trade latency for bandwidth: Simple (the link's
+full bandwidth, its per-step latency), LL128 (15/16 of the bandwidth, about half the latency; inside a
+node only) and LL (half the bandwidth, a fifth of the latency), so small buffers go LL and large ones
+Simple. ``docs/timeline.md`` holds ours against Inductor's ``comm_analysis.py``.
 
 >>> from dispatchtrace.hardware import link_of
 >>> nvlink, ib = link_of("nvlink4"), link_of("ib-ndr")
 >>> c = collective_cost("all_reduce", 1 << 30, range(8), ranks_per_node=8, intra=nvlink, inter=ib)
->>> c.algorithm, c.nodes, round(c.seconds * 1e3, 3)     # 1 GiB over NVLink: 2 * 7/8 * 1 GiB / 450 GB/s
-('ring', 1, 4.212)
+>>> c.algorithm, c.protocol, c.nodes, round(c.seconds * 1e3, 2)   # 1 GiB over NVLink: 2 * 7/8 * 1 GiB / 450 GB/s
+('ring', 'simple', 1, 4.23)
 >>> c = collective_cost("all_reduce", 1 << 30, range(64), ranks_per_node=8, intra=nvlink, inter=ib)
->>> c.algorithm, c.nodes, round(c.seconds * 1e3, 1)     # across 8 nodes the NIC (50 GB/s) bounds it
-('ring', 8, 42.6)
->>> collective_cost("all_reduce", 4096, range(64), ranks_per_node=8, intra=nvlink, inter=ib).algorithm
-'tree'
+>>> c.algorithm, c.nodes, c.bound_by, round(c.seconds * 1e3, 1)  # across 8 nodes the NIC (50 GB/s) bounds it
+('ring', 8, 'inter', 42.9)
+>>> small = collective_cost("all_reduce", 4096, range(64), ranks_per_node=8, intra=nvlink, inter=ib)
+>>> small.algorithm, small.protocol
+('tree', 'll')
 """
 
 from __future__ import annotations
@@ -32,8 +36,27 @@ from dataclasses import dataclass
 from ..errors import SpecError
 from ._link import Link
 
-#: NCCL's fixed cost of one collective before any step (tuning.cc's baseLat, Simple protocol: 8.4 us)
-BASE_LATENCY = 8.4e-6
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """One NCCL protocol: its fixed start (``base``, seconds), the share of a link's per-step latency it pays
+    (``latency``) and of its bandwidth it reaches (``bandwidth``), and whether it runs across nodes."""
+
+    name: str
+    base: float
+    latency: float
+    bandwidth: float
+    across_nodes: bool = True
+
+
+#: NCCL's protocols (tuning.cc: baseLat LL 6.6 / LL128 14 / Simple 8.4 us; hwLat LL and LL128 as shares of
+#: Simple's, NVLink ring 0.6 and 1.9 of 3.4 us, NET 2.7 and 4.0 of 14 us; LL moves 8 bytes of data in 16,
+#: LL128 120 in 128; LL128 left out across nodes, as Inductor's model leaves it out on InfiniBand)
+PROTOCOLS = (
+    Protocol("simple", 8.4e-6, 1.0, 1.0),
+    Protocol("ll128", 14.0e-6, 0.55, 120 / 128, across_nodes=False),
+    Protocol("ll", 6.6e-6, 0.18, 0.5),
+)
 
 #: the share of a link's bandwidth NCCL's tree all-reduce reaches (tuning.cc: ``busBw * 0.92`` for Tree/Simple)
 TREE_EFFICIENCY = 0.92
@@ -44,12 +67,13 @@ KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"
 
 @dataclass(frozen=True, slots=True)
 class CollectiveCost:
-    """What one collective costs: ``seconds``, the ``algorithm`` priced (``ring``, ``tree``, ``pairwise``,
-    ``p2p``, ``none`` for a group of one), how many ``nodes`` its ranks span, and the link level that
-    bounds its bandwidth (``intra`` or ``inter``)."""
+    """What one collective costs: ``seconds``, the ``algorithm`` (``ring``, ``tree``, ``pairwise``, ``p2p``,
+    ``none`` for a group of one) and ``protocol`` (``simple``, ``ll128``, ``ll``) priced fastest, how many
+    ``nodes`` its ranks span, and the link level that bounds its bandwidth (``intra`` or ``inter``)."""
 
     seconds: float
     algorithm: str
+    protocol: str
     nodes: int
     bound_by: str
 
@@ -81,41 +105,45 @@ def collective_cost(kind: str, size: float, ranks: Iterable[int], *, ranks_per_n
     if ranks_per_node < 1:
         raise SpecError(f"ranks_per_node must be 1 or more, not {ranks_per_node!r}")
     members = list(ranks)
-    n = len(members)
     if kind in ("send", "recv"):
-        if rank is None or peer is None:
-            return _p2p(size, intra, inter, ranks_per_node, members[:2] if n >= 2 else members)
-        return _p2p(size, intra, inter, ranks_per_node, [rank, peer])
+        pair = [rank, peer] if rank is not None and peer is not None else members[:2]
+        m = len(nodes_of(pair, ranks_per_node)) if pair else 1
+        link, level = _bottleneck(m, intra, inter, pair)
+        simple = PROTOCOLS[0]
+        return CollectiveCost(simple.base + link.latency + size / link.bandwidth, "p2p", "simple", m, level)
+    n = len(members)
     if n <= 1:
-        return CollectiveCost(0.0, "none", 1, "intra")
+        return CollectiveCost(0.0, "none", "none", 1, "intra")
     placed = nodes_of(members, ranks_per_node)
-    m = len(placed)
-    k = max(placed.values())  # ranks on the fullest node
+    m, k = len(placed), max(placed.values())  # nodes, ranks on the fullest node
     link, level = _bottleneck(m, intra, inter, members)
-    lat_intra = (intra or link).latency
-    lat_inter = (inter or link).latency if m > 1 else 0.0
+    step_intra = (intra or link).latency
+    step_inter = (inter or link).latency if m > 1 else 0.0
+    options: list[tuple[float, str, str]] = []
+    for p in PROTOCOLS:
+        if m > 1 and not p.across_nodes:
+            continue
+        bandwidth = link.bandwidth * p.bandwidth
 
-    def ring(steps: int, inter_steps: int, nbytes: float) -> float:
-        return BASE_LATENCY + (steps - inter_steps) * lat_intra + inter_steps * lat_inter + nbytes / link.bandwidth
+        def steps(total: int, crossing: int, p: Protocol = p) -> float:
+            return p.base + p.latency * ((total - crossing) * step_intra + crossing * step_inter)
 
-    if kind == "all_reduce" or kind == "barrier":  # a barrier is an all-reduce of nothing: latency only
-        nbytes = 0.0 if kind == "barrier" else size
-        by_ring = ring(2 * (n - 1), 2 * (m - 1), 2 * (n - 1) / n * nbytes)
-        by_tree = BASE_LATENCY + 2 * ((k - 1) * lat_intra + math.ceil(math.log2(m)) * lat_inter)
-        by_tree += 2 * nbytes / (TREE_EFFICIENCY * link.bandwidth)
-        if by_tree < by_ring:
-            return CollectiveCost(by_tree, "tree", m, level)
-        return CollectiveCost(by_ring, "ring", m, level)
-    if kind in ("all_gather", "reduce_scatter", "gather", "scatter"):
-        return CollectiveCost(ring(n - 1, m - 1, (n - 1) / n * size), "ring", m, level)
-    if kind in ("broadcast", "reduce"):  # pipelined ring: the buffer crosses each link once, in chunks
-        return CollectiveCost(ring(n - 1, m - 1, size), "ring", m, level)
-    # all_to_all: each rank sends 1/n of its buffer to every other rank, the on-node part over intra and the
-    # off-node part over inter at the same time
-    local, remote = (k - 1) / n * size, (n - k) / n * size
-    seconds = BASE_LATENCY + (n - 1) * max(lat_intra, lat_inter)
-    seconds += max(local / (intra or link).bandwidth, remote / inter.bandwidth if inter is not None and m > 1 else 0.0)
-    return CollectiveCost(seconds, "pairwise", m, level)
+        if kind in ("all_reduce", "barrier"):  # a barrier is an all-reduce of nothing: latency only
+            nbytes = 0.0 if kind == "barrier" else size
+            options.append((steps(2 * (n - 1), 2 * (m - 1)) + 2 * (n - 1) / n * nbytes / bandwidth, "ring", p.name))
+            tree = p.base + 2 * p.latency * ((k - 1) * step_intra + math.ceil(math.log2(m)) * step_inter)
+            options.append((tree + 2 * nbytes / (TREE_EFFICIENCY * bandwidth), "tree", p.name))
+        elif kind in ("all_gather", "reduce_scatter", "gather", "scatter"):
+            options.append((steps(n - 1, m - 1) + (n - 1) / n * size / bandwidth, "ring", p.name))
+        elif kind in ("broadcast", "reduce"):  # pipelined ring: the buffer crosses each link once, in chunks
+            options.append((steps(n - 1, m - 1) + size / bandwidth, "ring", p.name))
+        else:  # all_to_all: 1/n of the buffer to every other rank, on-node over intra, off-node over inter at once
+            local, remote = (k - 1) / n * size, (n - k) / n * size
+            wire = max(local / ((intra or link).bandwidth * p.bandwidth),
+                       remote / (inter.bandwidth * p.bandwidth) if inter is not None and m > 1 else 0.0)
+            options.append((steps(n - 1, n - k) + wire, "pairwise", p.name))
+    seconds, algorithm, protocol = min(options)
+    return CollectiveCost(seconds, algorithm, protocol, m, level)
 
 
 def _bottleneck(m: int, intra: Link | None, inter: Link | None, ranks: list[int]) -> tuple[Link, str]:
@@ -128,12 +156,6 @@ def _bottleneck(m: int, intra: Link | None, inter: Link | None, ranks: list[int]
         raise SpecError(f"a collective over ranks {_short(ranks)} runs inside one node, but the spec has no intra-node "
                         "link: give intra_node (a Link or a name such as 'nvlink4')")
     return intra, "intra"
-
-
-def _p2p(size: float, intra: Link | None, inter: Link | None, ranks_per_node: int, pair: list[int]) -> CollectiveCost:
-    m = len(nodes_of(pair, ranks_per_node)) if pair else 1
-    link, level = _bottleneck(m, intra, inter, pair)
-    return CollectiveCost(BASE_LATENCY + link.latency + size / link.bandwidth, "p2p", m, level)
 
 
 def _short(ranks: list[int]) -> str:

@@ -7,7 +7,9 @@ import math
 import pytest
 
 import dispatchtrace as dt
-from dispatchtrace.hardware import BASE_LATENCY, Link, collective_cost, link_of, nodes_of
+from dispatchtrace.hardware import PROTOCOLS, Link, collective_cost, link_of, nodes_of
+
+SIMPLE = PROTOCOLS[0]
 
 NV, IB = link_of("nvlink4"), link_of("ib-ndr")
 GIB = float(1 << 30)
@@ -20,9 +22,9 @@ def cost(kind, size, ranks, **kw):
 
 def test_large_all_reduce_in_a_node_is_the_ring_bandwidth_term():
     c = cost("all_reduce", GIB, range(8))
-    assert (c.algorithm, c.nodes, c.bound_by) == ("ring", 1, "intra")
+    assert (c.algorithm, c.protocol, c.nodes, c.bound_by) == ("ring", "simple", 1, "intra")
     bandwidth = 2 * 7 / 8 * GIB / NV.bandwidth
-    assert bandwidth < c.seconds < bandwidth * 1.01
+    assert bandwidth < c.seconds < bandwidth * 1.02  # and 14 steps of 3.4 us
 
 
 def test_across_nodes_the_nic_bounds_it_and_more_nodes_cost_more_latency():
@@ -35,8 +37,11 @@ def test_across_nodes_the_nic_bounds_it_and_more_nodes_cost_more_latency():
 
 
 def test_tree_wins_small_all_reduces_on_many_nodes_and_ring_wins_large_ones():
-    assert cost("all_reduce", 4096, range(256)).algorithm == "tree"
-    assert cost("all_reduce", GIB, range(256)).algorithm == "ring"
+    small, large = cost("all_reduce", 4096, range(256)), cost("all_reduce", GIB, range(256))
+    assert (small.algorithm, small.protocol) == ("tree", "ll")
+    assert (large.algorithm, large.protocol) == ("ring", "simple")
+    assert cost("all_reduce", 16 << 20, range(8)).protocol == "ll128"  # mid-sized, inside a node
+    assert cost("all_reduce", 16 << 20, range(16)).protocol != "ll128"  # never across nodes
     # the chosen algorithm is the faster of the two everywhere: the cost never rises when the buffer shrinks
     sizes = [2.0**k for k in range(6, 33)]
     times = [cost("all_reduce", s, range(256)).seconds for s in sizes]
@@ -46,7 +51,7 @@ def test_tree_wins_small_all_reduces_on_many_nodes_and_ring_wins_large_ones():
 def test_all_gather_and_reduce_scatter_move_n_minus_1_over_n_of_the_whole_buffer():
     for kind in ("all_gather", "reduce_scatter"):
         c = cost(kind, GIB, range(8))
-        assert math.isclose(c.seconds - BASE_LATENCY - 7 * NV.latency, 7 / 8 * GIB / NV.bandwidth, rel_tol=1e-9)
+        assert math.isclose(c.seconds - SIMPLE.base - 7 * NV.latency, 7 / 8 * GIB / NV.bandwidth, rel_tol=1e-9)
 
 
 def test_tensor_parallel_group_inside_a_node_and_data_parallel_group_across_nodes():
@@ -68,7 +73,8 @@ def test_all_to_all_splits_its_buffer_between_the_node_and_the_network():
     inside = cost("all_to_all", GIB, range(8))
     across = cost("all_to_all", GIB, range(16))
     assert across.seconds > inside.seconds
-    assert math.isclose(across.seconds - BASE_LATENCY - 15 * IB.latency, 8 / 16 * GIB / IB.bandwidth, rel_tol=1e-9)
+    steps = 7 * NV.latency + 8 * IB.latency  # on-node and off-node steps
+    assert math.isclose(across.seconds - SIMPLE.base - steps, 8 / 16 * GIB / IB.bandwidth, rel_tol=1e-9)
 
 
 def test_a_group_of_one_costs_nothing_and_a_barrier_only_latency():
