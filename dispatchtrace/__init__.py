@@ -23,10 +23,10 @@ from .recording import capture
 from .render import write_diff, write_ranks
 from .replay import verify
 from .serialize import load, load_ranks, rank_path
-from .views import diff
+from .views import Estimate, diff
 
 __all__ = [
-    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
+    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Estimate", "FormatError", "Graph", "KeepBudgetError",
     "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
     "SpecError", "TensorRef",
     "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_diff", "write_ranks",

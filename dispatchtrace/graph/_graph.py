@@ -21,8 +21,20 @@ if TYPE_CHECKING:
     import torch.fx as fx
     import torch.nn as nn
 
+    from ..hardware import DeviceSpec
     from ..replay import Constants
-    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, NonFinite, Predicate, Summary, Tree
+    from ..views import (
+        CallRef,
+        CollapsedGraph,
+        Collectives,
+        Costs,
+        Estimate,
+        Memory,
+        NonFinite,
+        Predicate,
+        Summary,
+        Tree,
+    )
     from ..views._nonfinite import Kind as NonFiniteKind
     from ._depth import Depth
     from ._literal import Literal
@@ -128,6 +140,13 @@ class Graph:
         from ..views import costs
 
         return costs(self)
+
+    def estimate(self, spec: str | os.PathLike[str] | DeviceSpec) -> Estimate:
+        """How long each op and call would take on a device (a built-in name such as ``"h100"``, a ``DeviceSpec``
+        or a JSON spec's path); see ``views/_estimate.py``."""
+        from ..views import estimate
+
+        return estimate(self, spec)
 
     def memory(self) -> Memory:
         """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views/_memory.py``."""

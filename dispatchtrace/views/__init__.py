@@ -6,6 +6,7 @@ from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs
 from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
+from ._estimate import Estimate, estimate
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
@@ -19,10 +20,10 @@ from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Memory", "Node",
+    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Estimate", "Memory", "Node",
     "NonFinite", "OpPair", "Predicate", "Summary", "Tree",
     "agreement_key", "attributes", "attributes_text", "call_label", "calls_of", "collapse", "collapse_at", "collectives",
-    "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
+    "costs", "diff", "estimate", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
     "matches", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "resolve_depth", "run_label", "search", "sequences", "summary", "tree",
 ]
