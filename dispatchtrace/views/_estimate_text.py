@@ -58,7 +58,7 @@ def estimate_text(est: Estimate, top: int) -> str:
         t = est.time(call)
         if not t:
             break
-        row = [seconds(t), f"{100 * t / total:.1f}%" if total else "-", seconds(est.self_time(call)),
+        row = [seconds(t), f"{100 * t / total:.1f}%" if total else "-", seconds(est.self_time(call) or None),
                dominant_bound(est, call)]
         if timed:
             m = est.measured(call)
