@@ -70,6 +70,23 @@ class Graph:
         no op made (parameters, inputs) where first read; none for meta or fake tensors."""
         self.kept: dict[int, torch.Tensor] = {}
         """Copies kept by ``capture(keep=...)``, detached and on the CPU, by ``TensorRef.id``."""
+        self.timed: bool = False
+        """Whether the capture measured its ops' time (``capture(timing=True)``: ``op.time``)."""
+
+    @property
+    def time(self) -> float | None:
+        """Measured seconds of every op (``capture(timing=True)``, ``root.time``); ``None`` when none was timed."""
+        return self.root.time
+
+    @property
+    def phase_times(self) -> dict[Phase, float]:
+        """Measured seconds per phase of a training step, ``{"forward": ..., "backward": ...}``, for each phase
+        with a timed op (``{}`` when none was timed)."""
+        out: dict[Phase, float] = {}
+        for op in self.ops:
+            if op.time is not None:
+                out[op.phase] = out.get(op.phase, 0.0) + op.time
+        return out
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)
