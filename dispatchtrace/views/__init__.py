@@ -7,6 +7,7 @@ from ._costs import Costs, costs
 from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
 from ._estimate import Estimate, estimate
+from ._estimate_metrics import ESTIMATE_METRICS, forget_estimate, shown_estimate
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
@@ -39,5 +40,5 @@ __all__ = [
     "costs", "diff", "estimate", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
     "matches", "memory", "metrics", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "register_metric", "resolve_depth", "run_label", "search", "sequences", "shared", "summary", "tree", "unregister_metric",
-    "with_stats", "TIME_METRICS", "seconds", "timed",
+    "with_stats", "TIME_METRICS", "seconds", "timed", "ESTIMATE_METRICS", "forget_estimate", "shown_estimate",
 ]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..graph import PHASES, Call, Op
 from ._attention import regions
 from ._costs import costs
+from ._estimate_metrics import show_estimate
 from ._kernels import Bytes, op_work
 
 if TYPE_CHECKING:
@@ -189,7 +190,8 @@ def _calls_below(call: Call) -> list[Call]:
 
 def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimate:
     """The ``Estimate`` of a finished capture on ``spec`` (a built-in name such as ``"h100"``, a
-    ``DeviceSpec``, or the path of a JSON spec)."""
+    ``DeviceSpec``, or the path of a JSON spec); the capture's views show it from now on (its summary, viewer
+    and Model Explorer attributes: ``views/_estimate_metrics.py``)."""
     from ..hardware import spec_of
 
     device = spec_of(spec)
@@ -270,4 +272,6 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimat
         into = incl.setdefault(id(parent), {})
         for p, t in incl[id(call)].items():
             into[p] = into.get(p, 0.0) + t
-    return Estimate(device, graph, tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl)
+    est = Estimate(device, graph, tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl)
+    show_estimate(graph, est)  # the views of the capture show the estimate last made of it
+    return est

@@ -6,27 +6,11 @@ from typing import TYPE_CHECKING
 
 from .._text import items
 from ._labels import call_label
+from ._time_metrics import seconds
 
 if TYPE_CHECKING:
     from ..graph import Call
     from ._estimate import Estimate
-
-
-def seconds(t: float | None) -> str:
-    """``1.23 ms``, ``45.6 µs``, ``2.10 s``; ``-`` for ``None``.
-
-    >>> seconds(0.00123), seconds(4.56e-5), seconds(2.1), seconds(None)
-    ('1.23 ms', '45.6 µs', '2.10 s', '-')
-    """
-    if t is None:
-        return "-"
-    if t >= 1:
-        return f"{t:.2f} s"
-    if t >= 1e-3:
-        return f"{t * 1e3:.3g} ms".replace("e+", "e")
-    if t >= 1e-6:
-        return f"{t * 1e6:.3g} µs"
-    return f"{t * 1e9:.3g} ns"
 
 
 def dominant_bound(est: Estimate, call: Call) -> str:
