@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._text import human
 from ._attrs import trainable_frozen
 from ._costs import costs
 from ._memory import memory
@@ -19,11 +18,7 @@ if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
 
 SUMMARY, VIEWER, EXPLORER = ("summary",), ("viewer",), ("model_explorer",)
-
-
-def _known(unit: str = "") -> Any:
-    """``human(n, unit)``, with ``?`` for an unknown count (``-`` stays for FLOPs: no formula)."""
-    return lambda n: "?" if n is None else human(n, unit)
+"""(``?`` is the text of a count that is unknown; ``-`` stays for FLOPs: no formula.)"""
 
 
 def _cost(graph: Graph, call: Call) -> Any:
@@ -169,16 +164,16 @@ def _nonfinite(graph: Graph, call: Call) -> int | None:
 
 
 BUILTIN = (
-    Metric(name="params", header="Params", title="parameters", call=_params, format=_known()),
+    Metric(name="params", header="Params", title="parameters", call=_params, unknown="?"),
     Metric(name="self_params", header="Own params", title="own parameters", call=_self_params, colour=False,
            shown=VIEWER + EXPLORER),
-    Metric(name="trainable", header="Trainable", call=_trainable, format=_known(), shown=SUMMARY),
-    Metric(name="frozen", header="Frozen", call=_frozen, format=_known(), shown=SUMMARY),
+    Metric(name="trainable", header="Trainable", call=_trainable, unknown="?", shown=SUMMARY),
+    Metric(name="frozen", header="Frozen", call=_frozen, unknown="?", shown=SUMMARY),
     Metric(name="flops", header="FLOPs", unit="FLOPs", op=_op_flops, call=_flops),
     Metric(name="self_flops", header="Own FLOPs", unit="FLOPs", title="FLOPs in its own ops", call=_self_flops,
            colour=False, shown=VIEWER + EXPLORER),
-    Metric(name="output_bytes", header="Out bytes", unit="B", call=_output_bytes, format=_known("B"), shown=SUMMARY),
-    Metric(name="bytes", header="Written", unit="B", title="bytes written", op=_op_bytes, call=_bytes, format=_known("B")),
+    Metric(name="output_bytes", header="Out bytes", unit="B", call=_output_bytes, unknown="?", shown=SUMMARY),
+    Metric(name="bytes", header="Written", unit="B", title="bytes written", op=_op_bytes, call=_bytes, unknown="?"),
     Metric(name="self_bytes", header="Own written", unit="B", title="bytes its own ops wrote", call=_self_bytes,
            colour=False, shown=VIEWER + EXPLORER),
     Metric(name="forward_flops", header="Fwd FLOPs", unit="FLOPs", title="forward FLOPs", call=_forward_flops,
@@ -188,9 +183,9 @@ BUILTIN = (
     Metric(name="saved", header="Saved", unit="B", title="bytes saved for backward", call=_saved, when=has_training,
            shown=SUMMARY),
     Metric(name="norm", header="Out norm", title="L2 norm of the results", op=_op_norm, call=_norm,
-           format=lambda v: "-" if v is None else f"{v:.4g}", when=with_stats, shown=SUMMARY + VIEWER, fold="max"),
+           format=lambda v: f"{v:.4g}", when=with_stats, shown=SUMMARY + VIEWER, fold="max"),
     Metric(name="nonfinite", header="NaN/Inf", title="NaN and Inf elements of the outputs", call=_nonfinite,
-           format=lambda v: "-" if v is None else str(v), when=with_stats, shown=SUMMARY, colour=False),
+           format=str, when=with_stats, shown=SUMMARY, colour=False),
 )
 
 for _m in BUILTIN:

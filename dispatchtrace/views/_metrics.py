@@ -56,7 +56,7 @@ class Metric:
     ``graph`` is the graph (or the phase view, ``views/_phases.py``) being shown; ``call`` is also asked
     for the capture's root call (``graph.root``: the summary's total). At least one of the two.
     A value is a number or ``None`` (unknown); computations that share work read it through ``shared``.
-    ``format``: the value as text (default ``human(value, unit)``, ``"-"`` for ``None``). ``when``: whether
+    ``format``: a known value as text (default ``human(value, unit)``); ``unknown``: the text of ``None``. ``when``: whether
     it applies to a capture (``always``, ``training``, ``with_stats`` or any ``(graph) -> bool``, asked with
     the capture, never a phase view). ``shown``: the places of ``PLACES`` that list it. ``colour``: the viewer
     offers a colour mode of it (a log scale); ``fold``: how a folded run of calls adds up in the viewer.
@@ -68,6 +68,7 @@ class Metric:
     op: Callable[[Graph, Op], Any] | None = None
     call: Callable[[Graph, Call], Any] | None = None
     format: Callable[[Any], str] | None = None
+    unknown: str = "-"
     when: Callable[[Graph], bool] = always
     title: str = ""
     shown: tuple[str, ...] = PLACES
@@ -76,6 +77,8 @@ class Metric:
 
     def text(self, value: Any) -> str:
         """``value`` as the summary and Model Explorer's panel write it."""
+        if value is None:
+            return self.unknown
         return human(value, self.unit) if self.format is None else self.format(value)
 
     @property
@@ -101,8 +104,9 @@ def register_metric(metric: Metric) -> Metric:
         raise ValueError(f"a metric's name must be an identifier (the key in rows() and the viewer), got {m.name!r}")
     if type(m.header) is not str or not m.header:
         raise ValueError(f"metric {m.name!r} needs a header, the summary's column title (a non-empty string), got {m.header!r}")
-    if type(m.unit) is not str or type(m.title) is not str:
-        raise TypeError(f"metric {m.name!r}: unit and title must be strings, got {m.unit!r} and {m.title!r}")
+    if type(m.unit) is not str or type(m.title) is not str or type(m.unknown) is not str:
+        raise TypeError(f"metric {m.name!r}: unit, title and unknown must be strings, got {m.unit!r}, {m.title!r} "
+                        f"and {m.unknown!r}")
     if m.op is None and m.call is None:
         raise ValueError(f"metric {m.name!r} computes nothing: give it op=(graph, op) -> value and/or "
                          f"call=(graph, call) -> value")
