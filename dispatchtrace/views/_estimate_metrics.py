@@ -121,9 +121,15 @@ def _ratio(graph: Graph, x: Op | Call) -> float | None:
     est = shown_estimate(graph)
     if est is None:
         return None
-    target = _op(graph, x) if isinstance(x, Op) else _call(graph, x)
-    m, t = est.measured(target), est.time(target)
-    return t / m if m else None
+    t = _time(graph, x)
+    if isinstance(x, Op):
+        m = est.measured(_op(graph, x))
+    else:
+        phases = _VIEW_PHASES.get(getattr(graph, "phase", "all"))
+        call = _call(graph, x)
+        parts = [est.measured(call)] if phases is None else [est.measured(call, phase=p) for p in phases]  # type: ignore[arg-type]
+        m = None if all(p is None for p in parts) else sum(p for p in parts if p is not None)
+    return t / m if m and t is not None else None
 
 
 def _estimated_and_timed(graph: Graph) -> bool:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..graph import Op
     from ._costs import Costs
 
-MATMUL = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_scaled_mm", "_int_mm",
+MATMUL = frozenset({"_native_multi_head_attention", "mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "vdot", "_scaled_mm", "_int_mm",
                     "matmul", "linear", "_addmm_activation", "addr", "outer"})
 ATTENTION = frozenset({
     "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_for_cpu",
@@ -165,6 +165,8 @@ def op_work(op: Op, costs: Costs, nbytes: Bytes) -> Work:
     flops = costs.op(op).flops
     if cls == "attention":
         flops = attention_flops(op)
+    elif op.target == "aten._native_multi_head_attention.default":
+        flops = _mha_flops(op)
     return Work(cls, compute_dtype(op), flops, nbytes.moved(op))
 
 
@@ -210,3 +212,16 @@ def attention_kernel_flops(q: tuple[int | str, ...], k: tuple[int | str, ...], v
         rows *= s  # type: ignore[operator]
     flops = 2 * rows * k[-2] * (q[-1] + v[-1])  # type: ignore[operator]
     return flops // 2 if causal else flops
+
+
+def _mha_flops(op: Op) -> int | None:
+    """``nn.MultiheadAttention``'s fast path, one op: the q, k, v projections, attention and the output projection
+    (``2·B·L·E·3E + 4·B·L²·E + 2·B·L·E·E`` for self-attention), all matmuls."""
+    if len(op.inputs) < 3 or any(not isinstance(s, int) for r in op.inputs[:2] for s in r.shape):
+        return None
+    q, k = op.inputs[0].shape, op.inputs[1].shape
+    if len(q) != 3 or len(k) != 3:
+        return None
+    b, lq, e = q  # type: ignore[misc]
+    lk = k[1]
+    return int(2 * b * (lq + 2 * lk) * e * e + 4 * b * lq * lk * e + 2 * b * lq * e * e)  # type: ignore[operator]

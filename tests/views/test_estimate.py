@@ -227,3 +227,27 @@ def test_damaged_spec_file(tmp_path) -> None:
     with pytest.raises(dt.SpecError) as e:
         g.estimate(bad)
     assert "\n" not in str(e.value)
+
+
+def test_measured_beside_estimated_and_in_every_view(tmp_path) -> None:
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    x = torch.randn(32, 256)
+    with dt.capture(model, timing=True) as g:
+        model(x)
+    assert "Est. time" not in str(g.summary())
+    est = g.estimate("h100")
+    assert est.timed
+    for call in g.calls:
+        assert math.isclose(est.measured(call), call.time)  # forward only: where the ops ran
+    op = g.ops[1]
+    assert est.measured(op) == op.time and est.efficiency(op, measured=True) == est.roofline[op.index] / op.time
+    text = str(est)
+    assert "Measured" in text.splitlines()[1] and "Est/Meas" in text
+    rows = g.summary().rows()
+    assert rows[1]["est_time"] == est.time(g.calls[1]) and rows[1]["bound"] == est.bound(g.ops[1])
+    assert math.isclose(rows[1]["est_ratio"], est.time(g.calls[1]) / g.calls[1].time)
+    assert "Est. time" in str(g.summary()) and "Bound" in str(g.summary())
+    g.render(tmp_path / "g.mx.json")
+    assert '"est_time"' in (tmp_path / "g.mx.json").read_text()
+    dt.views.forget_estimate(g)
+    assert "Est. time" not in str(g.summary())
