@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -107,6 +107,11 @@ class DeviceSpec:
         return (f"DeviceSpec({self.name!r}: {bf16 / 1e12:g} TFLOP/s {'bf16' if self.peak('bfloat16') else 'f32'}, "
                 f"{self.memory_bandwidth / 1e9:g} GB/s, launch {self.launch_overhead * 1e6:g} us)")
 
+    def __str__(self) -> str:
+        from ._describe import describe
+
+        return describe(self)
+
     # -- reading ---------------------------------------------------------------------------------------
 
     def peak(self, dtype: object) -> float | None:
@@ -181,6 +186,19 @@ class DeviceSpec:
         from ._builtin import BUILT_IN
 
         return tuple(BUILT_IN)
+
+    @classmethod
+    def calibrate(cls, device: object = None, *, threads: int | None = None, quick: bool = False,
+                  repeat: int | None = None, name: str | None = None, log: Callable[[str], None] | None = None,
+                  ) -> DeviceSpec:
+        """Measure the device at hand (``"cpu"``, ``"cuda"``; default CUDA when there is one): matmul per dtype,
+        3x3 convolutions, SDPA, memory-bound kernels (elementwise, copies, reductions) at several sizes and the
+        per-op overhead, into a spec whose efficiency curves come from the measurement (``dispatchtrace
+        calibrate``; CUDA events on a GPU, the wall clock on the CPU with ``threads`` threads, by default
+        torch's current number). ``quick`` runs fewer sizes; ``log`` gets one line per kernel measured."""
+        from ._calibrate import calibrate
+
+        return calibrate(device, threads=threads, quick=quick, repeat=repeat, name=name, log=log)  # type: ignore[arg-type]
 
     @classmethod
     def for_device(cls, device_name: str | None = None) -> DeviceSpec | None:
