@@ -8,7 +8,8 @@ directory as the package ``dtbase``; the working tree's ``dispatchtrace`` is the
 repeat: empty mode → base → this tree, each after ``gc.collect()``, medians, one thread. Prints µs/op
 over the empty mode for both and Python function calls per op (``sys.setprofile`` call and c_call
 events over the empty mode's), which do not depend on the machine's load. ``--io LAYERS`` also times
-``save`` + ``load`` + ``summary`` of the loaded graph of that decoder, both revisions side by side.
+``save`` + ``load`` + ``summary`` of the loaded graph of that decoder, both revisions side by side, and
+Python calls per op of ``save`` and of ``load`` alone.
 """
 
 from __future__ import annotations
@@ -108,8 +109,15 @@ def io_row(layers: int, packages: dict[str, ModuleType], repeat: int) -> str:
                 graphs[k].save(path)
                 pkg.load(path).summary()
                 times[k].append(time.perf_counter() - t0)
+        counts = {}
+        for k, pkg in packages.items():
+            path = os.path.join(tmp, f"{k}.json")
+            n = len(graphs[k].ops)
+            save = calls(lambda g=graphs[k], p=path: g.save(p)) / n
+            load = calls(lambda pkg=pkg, p=path: pkg.load(p)) / n
+            counts[k] = f"save {save:.1f}, load {load:.1f} calls/op"
     return f"decoder {layers} layers, save + load + summary: " + " | ".join(
-        f"{k} {statistics.median(v):.3f} s" for k, v in times.items())
+        f"{k} {statistics.median(v):.3f} s ({counts[k]})" for k, v in times.items())
 
 
 def main() -> None:

@@ -18,15 +18,16 @@ from .errors import (
     SpecError,
 )
 from .graph import Call, Depth, Graph, Op, TensorRef
+from .hardware import DeviceSpec
 from .recording import capture
 from .render import write_diff, write_ranks
 from .replay import verify
 from .serialize import load, load_ranks, rank_path
-from .views import diff
+from .views import Estimate, Metric, diff, register_metric, unregister_metric
 
 __all__ = [
-    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph", "KeepBudgetError",
-    "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError", "SpecError",
-    "TensorRef",
-    "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_diff", "write_ranks",
+    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Estimate", "FormatError", "Graph", "KeepBudgetError",
+    "LintError", "Metric", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op", "ReplayError", "SavedError",
+    "SpecError", "TensorRef",
+    "capture", "diff", "load", "load_ranks", "rank_path", "register_metric", "unregister_metric", "verify", "write_diff", "write_ranks",
 ]

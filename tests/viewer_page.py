@@ -128,3 +128,27 @@ class Page:
         # the page itself, nothing else: blob: URLs are made in the page (its layout worker, a download)
         assert [r for r in self.requests if not r.startswith("blob:")] == [self.url]
         self.page.close()
+
+
+def payload_rows(p: dict, table: str, rows: list | None = None) -> list[dict]:
+    """The rows of ``table`` in payload ``p`` as dicts, read through ``p["fields"]`` as the page's ``rows.js`` reads
+    them: a string-table field as its text, a field ``g.x`` as ``row["g"]["x"]`` (a metric's value: ``row["m"]["flops"]``)."""
+    S = p["s"]
+
+    def one(t: str, r: list | None) -> dict | None:
+        if r is None:
+            return None
+        out: dict = {}
+        for k, (name, kind) in enumerate(p["fields"][t]):
+            many, base = kind.endswith("*"), kind.rstrip("*")
+
+            def value(x: object, base: str = base) -> object:
+                return x if base == "" or x is None else S[x] if base == "s" else one(base, x)  # type: ignore[index, arg-type]
+
+            v = r[k] if k < len(r) else None
+            v = [value(x) for x in v or []] if many else value(v)
+            group, _, field = name.rpartition(".")
+            (out.setdefault(group, {}) if group else out)[field] = v
+        return out
+
+    return [one(table, r) for r in (p[{"c": "c", "o": "o", "so": "st"}[table]] if rows is None else rows)]  # type: ignore[misc]

@@ -1,4 +1,4 @@
-"""The ``dispatchtrace`` command: ``dispatchtrace MODEL ...``, ``dispatchtrace demo``, ``diff``, ``mismatch``, ``render``, ``verify``."""
+"""The ``dispatchtrace`` command: ``dispatchtrace MODEL ...``, ``dispatchtrace demo``, ``calibrate``, ``diff``, ``mismatch``, ``render``, ``verify``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .._text import one_line
 from ._errors import CliError
 
 #: subcommands by first argument; each is a module ``dispatchtrace.cli._<name>`` with ``run(argv) -> int``
-SUBCOMMANDS = ("demo", "diff", "mismatch", "render", "verify")
+SUBCOMMANDS = ("calibrate", "demo", "diff", "mismatch", "render", "verify")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

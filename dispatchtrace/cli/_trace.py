@@ -10,8 +10,9 @@ from typing import Any
 import torch
 
 from .._version import __version__
-from ..errors import NoValuesError
+from ..errors import NoValuesError, SpecError
 from ..graph import Graph
+from ..hardware import DeviceSpec, spec_of
 from ..recording import Values, capture
 from ..views import has_backward
 from ._build import add_catalogue_arguments, build_from
@@ -53,6 +54,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--values", choices=["none", "stats"], default="none",
                    help="stats: record the statistics of every op's results (saved with -o trace.json) and print "
                    "the op that first made a NaN or Inf, if one did (docs/numerics.md)")
+    p.add_argument("--estimate", metavar="SPEC",
+                   help="print how long each call would take on a device: a built-in name (h100, a100-80gb, ...) or "
+                   "a JSON spec from `dispatchtrace calibrate -o spec.json` (docs/time.md)")
     p.add_argument("--version", action="version", version=f"dispatchtrace {__version__}")
     return p
 
@@ -61,6 +65,7 @@ def run(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     check_outputs(args.output)
     check_options(args, tree=(not args.output and not args.summary) or args.tree, summary=args.summary)
+    spec = _spec(args.estimate)
     torch.manual_seed(args.seed)
     model, inputs, kwargs = build_from(args)
     step = train_step if args.train else trace
@@ -75,9 +80,21 @@ def run(argv: Sequence[str]) -> int:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
                       phase=args.phase))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
+    if spec is not None:
+        print(graph.estimate(spec))
     if args.values == "stats":
         _nonfinite(graph)
     return 0
+
+
+def _spec(name: str | None) -> DeviceSpec | None:
+    """``--estimate``'s spec, read before the model is built: an unknown name or a bad file is one line."""
+    if name is None:
+        return None
+    try:
+        return spec_of(name)
+    except SpecError as e:
+        raise CliError(f"--estimate: {e}") from None
 
 
 def _nonfinite(graph: Graph) -> None:

@@ -12,7 +12,20 @@ from ._graph import Graph
 from ._group import Group, is_collective, ranks_text
 from ._literal import Literal
 from ._opaque import Opaque
-from ._records import PHASE_VIEWS, PHASES, Call, Child, Op, Phase, PhaseView, Rare, Saved, new_call, op_ranges
+from ._records import (
+    PHASE_VIEWS,
+    PHASES,
+    Call,
+    Child,
+    Op,
+    Phase,
+    PhaseView,
+    Rare,
+    Saved,
+    new_call,
+    op_ranges,
+    times_sum,
+)
 from ._schema import SCHEMAS, OpSchema, overload_of, schema_of
 from ._source import Source
 from ._stats import Stats, relative
@@ -23,7 +36,7 @@ __all__ = [
     "AUTO_BUDGET", "PHASES", "PHASE_VIEWS", "SCHEMAS",
     "Call", "Child", "Construction", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op",
     "OpSchema", "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "Stats", "TensorRef", "Users",
-    "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text",
+    "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text", "times_sum",
     "relative", "schema_of",
     "shape_text", "shares_storage",
 ]

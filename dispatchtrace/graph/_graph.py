@@ -21,8 +21,20 @@ if TYPE_CHECKING:
     import torch.fx as fx
     import torch.nn as nn
 
+    from ..hardware import DeviceSpec
     from ..replay import Constants
-    from ..views import CallRef, CollapsedGraph, Collectives, Costs, Memory, NonFinite, Predicate, Summary, Tree
+    from ..views import (
+        CallRef,
+        CollapsedGraph,
+        Collectives,
+        Costs,
+        Estimate,
+        Memory,
+        NonFinite,
+        Predicate,
+        Summary,
+        Tree,
+    )
     from ..views._nonfinite import Kind as NonFiniteKind
     from ._depth import Depth
     from ._literal import Literal
@@ -58,6 +70,23 @@ class Graph:
         no op made (parameters, inputs) where first read; none for meta or fake tensors."""
         self.kept: dict[int, torch.Tensor] = {}
         """Copies kept by ``capture(keep=...)``, detached and on the CPU, by ``TensorRef.id``."""
+        self.timed: bool = False
+        """Whether the capture measured its ops' time (``capture(timing=True)``: ``op.time``)."""
+
+    @property
+    def time(self) -> float | None:
+        """Measured seconds of every op (``capture(timing=True)``, ``root.time``); ``None`` when none was timed."""
+        return self.root.time
+
+    @property
+    def phase_times(self) -> dict[Phase, float]:
+        """Measured seconds per phase of a training step, ``{"forward": ..., "backward": ...}``, for each phase
+        with a timed op (``{}`` when none was timed)."""
+        out: dict[Phase, float] = {}
+        for op in self.ops:
+            if op.time is not None:
+                out[op.phase] = out.get(op.phase, 0.0) + op.time
+        return out
 
     def __str__(self) -> str:
         return "\n".join(str(op) for op in self.ops)
@@ -128,6 +157,13 @@ class Graph:
         from ..views import costs
 
         return costs(self)
+
+    def estimate(self, spec: str | os.PathLike[str] | DeviceSpec) -> Estimate:
+        """How long each op and call would take on a device (a built-in name such as ``"h100"``, a ``DeviceSpec``
+        or a JSON spec's path); see ``views/_estimate.py``."""
+        from ..views import estimate
+
+        return estimate(self, spec)
 
     def memory(self) -> Memory:
         """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views/_memory.py``."""

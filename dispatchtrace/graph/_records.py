@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args
 
@@ -99,7 +99,8 @@ class Op:
     (``None`` otherwise), ``grad_of`` the forward op whose autograd node ran it, where it can be
     told, ``param`` the parameter whose ``.grad`` a gradient-accumulation op writes, ``mutated``
     the refs it wrote in place, ``dtensor`` the DTensor-level op it ran for
-    (``graph/_dtensor.py``). Those five are empty for most ops and share one slot.
+    (``graph/_dtensor.py``). Those five are empty for most ops and share one slot. ``time``: the seconds
+    it took, in a capture with ``timing=True``.
     """
 
     index: int
@@ -118,6 +119,9 @@ class Op:
     rare: Rare | None = None
     """``mutated``, ``origin``, ``grad_of``, ``param`` and ``dtensor`` in one record, ``None`` while all are
     empty (read those five by name; ``rare is None`` says at a glance that none is set)."""
+    time: float | None = None
+    """Seconds the op itself took (``capture(timing=True)``: ``recording/_timing.py``), ``None`` where it was
+    not timed (an untimed capture, meta or fake tensors)."""
 
     mutated = _RareField("mutated", ())
     origin = _RareField("origin", None)
@@ -223,8 +227,35 @@ class Call:
             if isinstance(child, Op):
                 yield child
 
+    @property
+    def time(self) -> float | None:
+        """Measured seconds of this call's ops and its sub-calls' (``capture(timing=True)``); ``None`` when
+        none of them was timed. In a phase view (``views/_phases.py``) the ops the view puts under it."""
+        return times_sum(self.all_ops())
+
+    @property
+    def self_time(self) -> float | None:
+        """Measured seconds of the ops this call issued itself, its sub-calls' left out (``None``: none timed)."""
+        return times_sum(self.ops)
+
     def __repr__(self) -> str:
         return f"<Call {self.label} ({self.type})>"
+
+
+def times_sum(ops: Iterable[Op]) -> float | None:
+    """The sum of ``op.time`` over ``ops`` that were timed; ``None`` when none was.
+
+    >>> times_sum([]) is None
+    True
+    """
+    total = 0.0
+    timed = False
+    for op in ops:
+        t = op.time
+        if t is not None:
+            total += t
+            timed = True
+    return total if timed else None
 
 
 @dataclass(frozen=True, slots=True)

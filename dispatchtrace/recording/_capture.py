@@ -20,6 +20,7 @@ from ._literals import CONSTANTS_LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
 from ._scope import Scope
+from ._timing import Timer
 from ._training import Phases
 
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, read only, not one per op
@@ -62,8 +63,9 @@ class OpMode(TorchDispatchMode):
     def __init__(self, forward: OpHook, backward: OpHook | None = None,
                  ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None,
                  dtensor: DTensorHooks | None = None,
-                 alias: Callable[[Any, Any], None] | None = None) -> None:
+                 alias: Callable[[Any, Any], None] | None = None, timer: Timer | None = None) -> None:
         super().__init__()
+        self._timer = timer  # capture(timing=True): runs each op and times it (the hooks' work is not in it)
         self._alias = alias
         self._detached: Any = None  # DETACH_TWICE: the result of the op before, when it was a detach
         self._forward = forward
@@ -78,7 +80,8 @@ class OpMode(TorchDispatchMode):
             kwargs = _NO_KWARGS
         if self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
             return self._dtensor_op(func, args, kwargs)
-        out = func(*args, **kwargs)
+        timer = self._timer
+        out = func(*args, **kwargs) if timer is None else timer.run(func, args, kwargs)
         if DETACH_TWICE:
             before, self._detached = self._detached, out if func is DETACH else None
             if before is not None and func is DETACH and args[0] is before:  # torch's second send of one detach
@@ -88,9 +91,13 @@ class OpMode(TorchDispatchMode):
         if RUNNING.depth and faking():  # DTensor's sharding propagation runs on fake tensors
             return out
         if graph_task_id() == -1:
-            self._forward(func, args, kwargs, out)
+            op = self._forward(func, args, kwargs, out)
         elif self._ours is None or not self._ours(func, args, out):
-            self._backward(func, args, kwargs, out)
+            op = self._backward(func, args, kwargs, out)
+        else:
+            return out
+        if timer is not None:
+            timer.took(op)
         return out
 
     def _dtensor_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -140,6 +147,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     labels, a list of them, or a predicate of the op or call): ``g.value(op)``; ``keep_bytes`` is their
     budget, and a copy that would pass it raises ``KeepBudgetError`` instead of being made.
 
+    ``timing=True`` measures each op's own time, ``op.time`` in seconds (``call.time``, ``call.self_time``,
+    ``g.time``): the wall clock around the op's kernel call on the CPU, CUDA events on the op's stream read
+    once when the block ends; the capture's bookkeeping is never in it. Ops on meta or fake tensors run
+    nothing: their time is ``None`` (a note says so). See ``docs/time.md``.
+
     Python's cyclic garbage collector is paused inside the block and restored as it was on exit,
     also when the block raises (``collector.Paused``): the graph's many long-lived records would
     make its full collections cost more with every op. Memory freed by reference counting (tensors,
@@ -157,7 +169,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     """
 
     def __init__(self, model: Any = None, *, source: bool = True, constants: int = CONSTANTS_LIMIT, saved: bool = True,
-                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
+                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES, timing: bool = False) -> None:
         if values not in VALUES:
             raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "
                              f"statistics of every op's results (g.stats), \"none\" keeps no value")
@@ -168,6 +180,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         self._saved = saved
         self._source = source
         self._constants = constants
+        self._timer = Timer() if timing else None
         self._active: tuple[Recorder, Scope, Phases, OpMode, RemovableHandle | None, SavedHooks] | None = None
         self._collector = Paused()
 
@@ -187,7 +200,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                           recompute=(phases.recompute_enter, phases.recompute_exit))
             saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
             mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end),
-                          recorder.tracker.alias)
+                          recorder.tracker.alias, self._timer)
+            recorder.graph.timed = self._timer is not None
             phases.open()
             keywords = self._watch_keywords(recorder)
             if self._saved and not saved.open() and NODE_CREATION_HOOK:  # else noted at the first backward op
@@ -240,6 +254,8 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                     if keywords is not None:
                         keywords.remove()
                     recorder.builder.set_saved(saved.records())  # before finish, which forgets the storages
+                    if self._timer is not None:
+                        self._timer.finish(recorder.builder)
                     recorder.finish(exc)
         finally:
             self._collector.stop()

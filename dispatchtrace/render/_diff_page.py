@@ -26,14 +26,14 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from ._html import _Strings
-from ._html_stats import stats_row
+from ._html_stats import STATS_TABLES, stats_row
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op, TensorRef
     from ..views import Diff
 
 #: the page's scripts, in load order
-DIFF_SCRIPTS = ("stats.js", "diff.js")
+DIFF_SCRIPTS = ("rows.js", "stats.js", "diff.js")
 
 
 def _num(v: float) -> float | str:
@@ -102,7 +102,7 @@ def diff_payload(d: Diff) -> dict[str, Any]:
                          "depth": c.depth, "error": None, "via": "none", "pairs": [],
                          "changed": {"added": 0, "removed": 0, "changed": 0}, "inner": sum(1 for _ in _walk(c)) - 1,
                          "a": _call(g, c, s) if side == "a" else None, "b": _call(g, c, s) if side == "b" else None})
-    return {"title": _title(d), "s": s.items, "calls": rows, "pairs": pairs, "first": first, "report": str(d),
+    return {"title": _title(d), "s": s.items, "fields": {"st": [list(f) for f in STATS_TABLES["st"]]}, "calls": rows, "pairs": pairs, "first": first, "report": str(d),
             "agree": d.agree, "rtol": d.rtol, "atol": d.atol, "values": any(v != "none" for v in d.via)}
 
 

@@ -14,8 +14,11 @@ op-level data dependencies) and the costs (``Graph.costs``) all come from Python
 >>> with dt.capture(lin) as g:
 ...     _ = lin(x)
 >>> p = payload(g, HtmlOptions())
->>> [(o[1], p["s"][o[2]]) for o in p["o"]]
+>>> names = [f[0] for f in p["fields"]["o"]]  # the rows are positional; the payload names their fields
+>>> [(o[names.index("name")], p["s"][o[names.index("target")]]) for o in p["o"]]
 [('t', 'aten.t.default'), ('addmm', 'aten.addmm.default')]
+>>> names[-2:], [m["name"] for m in p["metrics"]]
+(['m.flops', 'm.bytes'], ['params', 'self_params', 'flops', 'self_flops', 'bytes', 'self_bytes'])
 >>> e = p["e"]  # (producer, user, shape): an op's index, -1 the first input, 2 (one past the ops) the outputs (3 + i: call i ran no op)
 >>> [(e[k], e[k + 1], p["s"][e[k + 2]]) for k in range(0, len(e), 3)]
 [(-1, 1, 'input: f32[1, 4]'), (0, 1, 'f32[4, 2]'), (1, 2, 'f32[1, 2]')]
@@ -35,11 +38,23 @@ if TYPE_CHECKING:
     from ..graph import Call, Depth, Graph, Op, PhaseView, TensorRef
 
 #: the payload's layout version: bump when a field changes meaning (2: calls carry their labels, runs theirs;
-#: 3: an edge end N + 1 + i is call i that ran no shown op)
-PAYLOAD_VERSION = 3
+#: 3: an edge end N + 1 + i is call i that ran no shown op; 4: rows are read through the field names in
+#: ``fields``, the numbers of ``metrics`` among them)
+PAYLOAD_VERSION = 4
+
+#: The fields of the payload's rows, in order, each ``(name, kind)``: the one declaration that ``payload`` builds
+#: the rows from and the page (``viewer/rows.js``) reads them through, sent in the payload as ``fields``. A kind
+#: is ``""`` (the value as it is), ``"s"`` (an index into the string table ``s``, or null), ``"s*"`` (a list of
+#: them), or another table's name (a row of it; ``*``: a list of rows). A call's and an op's row end with one
+#: field per metric that applies (``m.<name>``; ``t.<name>``: its text, for a metric with its own ``format``).
+CALL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("parent", ""), ("path", ""), ("type", "s"), ("index", ""), ("repeat", ""), ("src", "s"), ("ins", "s*"),
+    ("outs", "s*"), ("label", "s"), ("title", "s"))
+OP_FIELDS: tuple[tuple[str, str], ...] = (
+    ("call", ""), ("name", ""), ("target", "s"), ("flags", ""), ("src", "s"), ("args", ""), ("outs", "s*"), ("phase", "s"))
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
-SCRIPTS = ("model.js", "stats.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
+SCRIPTS = ("rows.js", "model.js", "stats.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
 
 #: the layout code that also runs in the page's Web Worker (with dagre), in its own script element
 WORKER = "group.js"
@@ -98,12 +113,12 @@ def passes_on(hidden: frozenset[Op] | set[Op]) -> Callable[[Call], bool]:
 
 def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
-    from ..views import call_label, collapse, foldable_runs, noise_ops, run_label
+    from ..views import call_label, collapse, foldable_runs, metrics, noise_ops, run_label
     from ._html_io import derived_io
-    from ._html_stats import values_payload
+    from ._html_stats import STATS_TABLES, _num, values_payload
 
     s = _Strings()
-    c = graph.costs()
+    op_metrics, call_metrics = metrics(graph, "op", "viewer"), metrics(graph, "call", "viewer")
     call_ids: dict[int, int] = {id(graph.root): 0}
     for i, call in enumerate(graph.calls, 1):
         call_ids[id(call)] = i
@@ -126,24 +141,30 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
 
     hidden = frozenset() if o.noise else noise_ops(graph)
     io = derived_io(graph, hidden)  # a phase page's calls: what their ops read and leave (render/_html_io.py)
+    def numbers(ms: Any, x: Op | Call, fn: str) -> list[Any]:
+        out: list[Any] = []
+        for m in ms:
+            v = getattr(m, fn)(graph, x)
+            j = _num(v) if type(v) is float else v  # JSON.parse reads no Infinity: "inf" as text
+            out += [j, None if v is None else s(m.text(v))] if m.format is not None else [j]
+        return out
+
+    call_names, op_names = [n for n, _ in CALL_FIELDS], [n for n, _ in OP_FIELDS]
     calls = []
     for call in [graph.root, *graph.calls]:
-        k = c.call(call)
-        parent = -1 if call.parent is None else call_ids[id(call.parent)]
         ins, outs = io.get(call) or ((graph.inputs, graph.outputs) if call.parent is None else (call.inputs, call.outputs))
-        calls.append([parent, call.path, s(call.type), call.index, call.repeat, k.params, k.self_params, k.flops,
-                      k.self_flops, k.bytes, k.self_bytes, src(call),
-                      [ref(r) for r in ins], [ref(r) for r in outs],
-                      s(call.label), s(call_label(call))])
+        fields = {"parent": -1 if call.parent is None else call_ids[id(call.parent)], "path": call.path,
+                  "type": s(call.type), "index": call.index, "repeat": call.repeat, "src": src(call),
+                  "ins": [ref(r) for r in ins], "outs": [ref(r) for r in outs], "label": s(call.label),
+                  "title": s(call_label(call))}
+        calls.append([fields[n] for n in call_names] + numbers(call_metrics, call, "call"))
     ops = []
     for op in graph.ops:
-        k = c.op(op)
-        flags = (FLAG_INPLACE if op.mutated else 0) | (FLAG_VIEW if op.is_view else 0)
         args = [arg(a) for a in op.args] + [f"{key}={arg(v)}" for key, v in op.kwargs.items()]
-        row = [call_ids[id(op.call)], op.name, s(op.target), flags, k.flops, k.bytes, src(op), ", ".join(args),
-               [ref(r) for r in op.outputs]]
-        phase = getattr(op, "phase", "forward")  # the hook for backward ops: a tenth field only when not forward
-        ops.append([*row, s(phase)] if phase != "forward" else row)
+        fields = {"call": call_ids[id(op.call)], "name": op.name, "target": s(op.target),
+                  "flags": (FLAG_INPLACE if op.mutated else 0) | (FLAG_VIEW if op.is_view else 0), "src": src(op),
+                  "args": ", ".join(args), "outs": [ref(r) for r in op.outputs], "phase": s(op.phase)}
+        ops.append([fields[n] for n in op_names] + numbers(op_metrics, op, "op"))
     # a leaf call that ran no shown op (a Dropout in eval) is a node on the path of the tensor it passes on,
     # as in the collapsed views: an edge end N + 1 + its call id (N: the outputs)
     cg = collapse(graph, "ops", noise=o.noise, predicate=passes_on(hidden))
@@ -158,8 +179,16 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
             continue
         edges += [a, b, ref(e.tensors[0]) if e.tensors else -1]
     runs = foldable_runs(graph, lambda _: True)
+    def metric_fields(ms: Any) -> list[tuple[str, str]]:
+        return [f for m in ms for f in ((f"m.{m.name}", ""), *(((f"t.{m.name}", "s"),) if m.format is not None else ()))]
+
     return {
         "v": PAYLOAD_VERSION,
+        "fields": {"c": [list(f) for f in (*CALL_FIELDS, *metric_fields(call_metrics))],
+                   "o": [list(f) for f in (*OP_FIELDS, *metric_fields(op_metrics))],
+                   **{k: [list(f) for f in v] for k, v in STATS_TABLES.items()}},
+        "metrics": [{"name": m.name, "label": m.label, "unit": m.unit, "unknown": m.unknown, "op": m in op_metrics, "call": m in call_metrics,
+                     "colour": m.colour, "fold": m.fold} for m in metrics(graph, None, "viewer")],
         "title": o.title or _title(graph),
         "s": s.items,
         "c": calls,

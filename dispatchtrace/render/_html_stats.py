@@ -2,10 +2,12 @@
 
 Added to ``payload`` (``render/_html.py``) as four fields, described in ``docs/viewer.md``: ``vals``
 (``"stats"``, ``"none"`` when the capture took no values, ``"absent"`` when it asked for them and its
-tensors had none: meta or fake); with ``"stats"``, ``st`` per op ``[outputs, inputs]`` each a list of
-``[tensor, stats]`` (``stats`` an array ``[numel, nan, +inf, -inf, zeros, min, max, mean, norm]``, a float that is not
-finite as the text ``"inf"``, or ``None``), ``cst`` per call its outputs' stats, and ``nf`` the first non-finite value
-(``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase"}`` or ``None``.
+tensors had none: meta or fake); with ``"stats"``, ``st`` per op a row of table ``so`` (``[outputs, inputs]``),
+each a list of rows of ``sp`` (``[tensor, stats]``, ``stats`` a row of ``st``: ``Stats``' fields in order,
+``[numel, nan, posinf, neginf, zeros, min, max, mean, norm]``, a float that is not finite as the text ``"inf"``,
+or ``None``), ``cst`` per call its outputs' stats, and ``nf`` the first non-finite value
+(``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase"}`` or ``None``. The three
+tables' field names (``STATS_TABLES``) go in the payload's ``fields``, as the rows of calls and ops do.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(2, 1), torch.tensor([[float("nan"), 1.0]])
@@ -18,12 +20,26 @@ finite as the text ``"inf"``, or ``None``), ``cst`` per call its outputs' stats,
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..graph import Stats
+
 if TYPE_CHECKING:
-    from ..graph import Graph, Stats
+    from ..graph import Graph
+
+STATS_FIELDS = tuple(f.name for f in dataclasses.fields(Stats))
+"""A stats row: the fields of the ``Stats`` record, in its order (the record is the one declaration)."""
+
+STATS_TABLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "st": tuple((name, "") for name in STATS_FIELDS),
+    "sp": (("tensor", "s"), ("stats", "st")),
+    "so": (("outputs", "sp*"), ("inputs", "sp*")),
+}
+"""The payload's tables of values (``render/_html.py``'s ``fields``): a stats row, a ``[tensor, stats]`` pair,
+an op's ``[outputs, inputs]``."""
 
 
 def _num(v: float | None) -> float | str | None:
@@ -33,10 +49,10 @@ def _num(v: float | None) -> float | str | None:
 
 
 def stats_row(s: Stats | None) -> list[Any] | None:
-    """One ``Stats`` as the page reads it: ``[numel, nan, +inf, -inf, zeros, min, max, mean, norm]``."""
+    """One ``Stats`` as the page reads it: a row of ``STATS_FIELDS``."""
     if s is None:
         return None
-    return [s.numel, s.nan, s.posinf, s.neginf, s.zeros, _num(s.min), _num(s.max), _num(s.mean), _num(s.norm)]
+    return [_num(getattr(s, name)) for name in STATS_FIELDS]
 
 
 def values_state(graph: Graph) -> str:

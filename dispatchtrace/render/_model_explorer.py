@@ -9,8 +9,9 @@ so the namespace of an op is the chain of module calls around it, one component 
 each spelled as ``Call.label`` spells it (``ResNet/layer1/layer1.0/layer1.0.relu#2``): the three
 calls of one ``relu`` are three boxes, not one (a ``/`` in a label is escaped as ``\\/``, a ``;``
 becomes ``,``, and a label two sibling calls share, two unnamed modules of one type, gets ``~2``).
-``groupNodeAttributes`` gives each box its call's type, FLOPs, bytes and parameters
-(``g.costs()``), and the empty namespace the capture's totals.
+``groupNodeAttributes`` gives each box its call's type and the metrics that apply (``views/_metrics.py``:
+FLOPs, bytes, parameters, and any the user registered), and the empty namespace the capture's totals; each
+op node has the op metrics among its ``attrs``.
 
 Every tensor an op reads that no op made has its own input node, so every op that reads one has its
 edge: the capture's inputs (``input:x``, in the root) and each parameter and buffer (``parameter:fc.bias``,
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op, PhaseView, TensorRef
-    from ..views import Costs
+    from ..views import Metric
 
 Json = dict[str, Any]
 
@@ -56,20 +57,35 @@ class ModelExplorerOptions:
 
 def model_explorer(graph: Graph, o: ModelExplorerOptions) -> bytes:
     """The graph collection as compact JSON with a final newline; the same capture gives the same bytes."""
-    from ..views import costs, noise_ops, phase_graph
+    from ..views import metrics, noise_ops, phase_graph
 
     graph = phase_graph(graph, o.phase)
-    c = costs(graph)
+    numbers = _Numbers(graph, metrics(graph, "op", "model_explorer"), metrics(graph, "call", "model_explorer"))
     label = o.title or (graph.calls[0].type if graph.calls else "capture")
     names = _Namespaces()
     hidden = frozenset() if o.noise else noise_ops(graph)
     inputs = _InputNodes(graph, names)
-    nodes = [_op_node(op, names.of(op.call), inputs, c, hidden) for op in graph.ops if op not in hidden]
+    nodes = [_op_node(op, names.of(op.call), inputs, numbers, hidden) for op in graph.ops if op not in hidden]
     output = _output_node(graph, inputs)  # before the input nodes are listed: it may add one
     name = label if o.phase == "forward" else f"{label} ({o.phase})"
     body: Json = {"id": name, "nodes": [*inputs.nodes, *nodes, output],
-                  "groupNodeAttributes": _group_attributes(graph, names, c)}
+                  "groupNodeAttributes": _group_attributes(graph, names, numbers)}
     return (json.dumps({"label": label, "graphs": [body]}, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+class _Numbers:
+    """The metrics' values of one graph as Model Explorer attributes: ``(name, str(value))``, unknown ones left out."""
+
+    def __init__(self, graph: Graph, op: list[Metric], call: list[Metric]) -> None:
+        self.graph = graph
+        self._op = [(m.name, m.op) for m in op]
+        self._call = [(m.name, m.call) for m in call]
+
+    def of_op(self, op: Op) -> list[tuple[str, str]]:
+        return [(name, str(v)) for name, fn in self._op if (v := fn(self.graph, op)) is not None]  # type: ignore[misc]
+
+    def of_call(self, call: Call) -> list[tuple[str, str]]:
+        return [(name, str(v)) for name, fn in self._call if (v := fn(self.graph, call)) is not None]  # type: ignore[misc]
 
 
 class _Namespaces:
@@ -179,13 +195,9 @@ def _edge(source: str, output: int, target_input: int) -> Json:
     return {"sourceNodeId": source, "sourceNodeOutputId": str(output), "targetNodeInputId": str(target_input)}
 
 
-def _op_node(op: Op, namespace: str, inputs: _InputNodes, c: Costs, hidden: frozenset[Op] = frozenset()) -> Json:
-    cost = c.op(op)
+def _op_node(op: Op, namespace: str, inputs: _InputNodes, numbers: _Numbers, hidden: frozenset[Op] = frozenset()) -> Json:
     attrs = [_kv("target", op.target), _kv("op", str(op).partition("  # ")[0]), _kv("call", op.call.label)]
-    if cost.flops is not None:
-        attrs.append(_kv("flops", cost.flops))
-    if cost.bytes is not None:
-        attrs.append(_kv("bytes", cost.bytes))
+    attrs += [_kv(k, v) for k, v in numbers.of_op(op)]
     if op.mutated:
         written = {r.storage for r in op.mutated}  # named as the op read them (``y``, not ``%add_``)
         names = dict.fromkeys(r.text for r in op.inputs if r.storage in written) or {r.text: None for r in op.mutated}
@@ -213,12 +225,10 @@ def _output_node(graph: Graph, inputs: _InputNodes) -> Json:
             "outputsMetadata": []}
 
 
-def _group_attributes(graph: Graph, names: _Namespaces, c: Costs) -> dict[str, dict[str, str]]:
+def _group_attributes(graph: Graph, names: _Namespaces, numbers: _Numbers) -> dict[str, dict[str, str]]:
     """``{namespace: {key: value}}`` for every call box, and ``""`` for the whole capture (Model Explorer's side panel)."""
-    total = c.total
-    out = {"": _costs({"ops": str(len(graph.ops)), "calls": str(len(graph.calls))}, total)}
+    out = {"": {"ops": str(len(graph.ops)), "calls": str(len(graph.calls)), **dict(numbers.of_call(graph.root))}}
     for call, path in names.boxes:
-        cost = c.call(call)
         attrs = {"label": call.label, "type": call.type, "call": f"{call.index + 1} of {call.repeat}"}
         if call.inputs:
             attrs["inputs"] = ", ".join(r.label for r in call.inputs)
@@ -226,13 +236,6 @@ def _group_attributes(graph: Graph, names: _Namespaces, c: Costs) -> dict[str, d
             attrs["outputs"] = ", ".join(r.label for r in call.outputs)
         if call.source is not None:
             attrs["source"] = str(call.source)
-        out[path] = _costs(attrs, cost)
+        attrs.update(numbers.of_call(call))
+        out[path] = attrs
     return out
-
-
-def _costs(attrs: dict[str, str], cost: Any) -> dict[str, str]:
-    for key in ("flops", "self_flops", "bytes", "self_bytes", "params", "self_params"):
-        value = getattr(cost, key)
-        if value is not None:
-            attrs[key] = str(value)
-    return attrs

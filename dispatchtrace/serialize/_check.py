@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..graph import PHASES, itemsize
+from ._times import check_times
 
 _KINDS = ("input", "parameter", "buffer", "activation", "constant")
 
@@ -70,6 +71,7 @@ def check_types(data: dict[str, Any]) -> None:
     _check_tensors(data.get("tensors"))
     _check_calls(data.get("calls"))
     _check_ops(data.get("ops"), data.get("version", 4))
+    check_times(data, len(data.get("ops") or ()))
     for key in ("inputs", "outputs"):
         _ints("the file", key, data.get(key))
     for i, note in enumerate(_list("the file", "notes", data.get("notes", []))):

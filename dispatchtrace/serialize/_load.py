@@ -13,6 +13,7 @@ from ..graph import Call, Graph, GraphBuilder, Literal, Op, Saved, Stats, Tensor
 from ..graph.lint import LintError
 from ._check import check_types
 from ._kept import read_kept
+from ._times import read_times
 from ._values import (
     FORMAT,
     OLDEST,
@@ -77,6 +78,7 @@ def from_json(data: Any, *, where: str = "the data", folder: str | None = None) 
     try:
         check_types(data)
         graph = _Loader(data).build()
+        read_times(graph, data)
     except FormatError as e:
         raise FormatError(f"{where} is not a consistent dispatchtrace capture: {e}; "
                           "save the capture again with g.save(path)") from None

@@ -26,6 +26,7 @@ from .._structure import Built
 from ..graph import Call, Graph, Op, TensorRef
 from ._kept import write_kept
 from ._load import SavedError
+from ._times import times_entries
 from ._values import FORMAT, PLAIN, VERSION, _key, _record, _value
 
 # ---- graph -> JSON ---------------------------------------------------------------------------
@@ -184,6 +185,7 @@ def to_json(graph: Graph) -> dict[str, Any]:
                              "values": None if lit.values is None else [_value(v) for v in lit.values], "why": lit.why}
                       for name, lit in graph.constants.items()},
         **values,
+        **times_entries(graph),
     }
 
 

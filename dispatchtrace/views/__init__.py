@@ -6,24 +6,40 @@ from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs, tensor_bytes
 from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
+from ._estimate import Estimate, estimate
+from ._estimate_metrics import ESTIMATE_METRICS, forget_estimate, shown_estimate
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
 from ._memory import Memory, memory
+from ._metric_defs import BUILTIN as BUILTIN_METRICS
+from ._metrics import (
+    PLACES,
+    Metric,
+    all_metrics,
+    capture_of,
+    metrics,
+    register_metric,
+    shared,
+    unregister_metric,
+    with_stats,
+)
 from ._mismatch import agreement_key, mismatch, sequences
 from ._noise import noise_ops
 from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
 from ._summary import Summary, summary
+from ._time_metrics import TIME_METRICS, seconds, timed
 from ._timeline import Span, Timeline, measured_timeline, timeline
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Memory", "Node",
-    "NonFinite", "OpPair", "Predicate", "Span", "Summary", "Timeline", "Tree",
-    "agreement_key", "attributes", "attributes_text", "call_label", "calls_of", "collapse", "collapse_at", "collectives",
-    "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
-    "matches", "measured_timeline", "memory", "mismatch", "noise_ops", "ops_between", "phase_graph",
-    "resolve_depth", "run_label", "search", "sequences", "summary", "tensor_bytes", "timeline", "tree",
+    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Estimate", "Memory", "Metric", "Node",
+    "BUILTIN_METRICS", "NonFinite", "OpPair", "PLACES", "Predicate", "Span", "Summary", "Timeline", "Tree",
+    "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of", "capture_of", "collapse", "collapse_at", "collectives",
+    "costs", "diff", "estimate", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
+    "matches", "measured_timeline", "memory", "metrics", "mismatch", "noise_ops", "ops_between", "phase_graph",
+    "register_metric", "resolve_depth", "run_label", "search", "sequences", "shared", "summary", "tensor_bytes", "timeline", "tree", "unregister_metric",
+    "with_stats", "TIME_METRICS", "seconds", "timed", "ESTIMATE_METRICS", "forget_estimate", "shown_estimate",
 ]

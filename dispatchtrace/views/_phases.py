@@ -320,6 +320,7 @@ class _Builder:
                 call.inputs = tuple(self._ref(r) for r in call.inputs)
                 call.outputs = tuple(self._ref(r) for r in call.outputs)
         view.constants, view.saved, view.notes, view.error = g.constants, g.saved, g.notes, g.error
+        view.timed = g.timed
         view.complete = g.complete
         return view
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import models
 import pytest
 from models import needs_node_hook
+from viewer_page import payload_rows
 
 import dispatchtrace as dt
 from dispatchtrace.cli import main
@@ -27,17 +28,20 @@ def embedded(text: str) -> dict:
 
 def test_payload_holds_every_call_and_op_with_their_costs(cool: dt.Graph) -> None:
     p = payload(cool, HtmlOptions())
-    s, c = p["s"], cool.costs()
-    assert len(p["c"]) == len(cool.calls) + 1 and len(p["o"]) == len(cool.ops)
-    for row, call in zip(p["c"][1:], cool.calls, strict=True):
-        parent = row[0]
-        assert row[1] == call.path and s[row[2]] == call.type and (row[3], row[4]) == (call.index, call.repeat)
-        assert (p["c"][parent][1] if parent else "") == (call.parent.path if call.parent is not cool.root else "")
-        assert row[7] == c.call(call).flops and row[9] == c.call(call).bytes and row[5] == c.call(call).params
-    for row, op in zip(p["o"], cool.ops, strict=True):
-        assert row[1] == op.name and s[row[2]] == op.target
-        assert (row[4], row[5]) == (c.op(op).flops, c.op(op).bytes)
-        assert [s[k] for k in row[8]] == [r.label for r in op.outputs]
+    c = cool.costs()
+    calls, ops = payload_rows(p, "c"), payload_rows(p, "o")
+    assert len(calls) == len(cool.calls) + 1 and len(ops) == len(cool.ops)
+    for row, call in zip(calls[1:], cool.calls, strict=True):
+        parent = row["parent"]
+        assert row["path"] == call.path and row["type"] == call.type and (row["index"], row["repeat"]) == (call.index, call.repeat)
+        assert (calls[parent]["path"] if parent else "") == (call.parent.path if call.parent is not cool.root else "")
+        k = c.call(call)
+        assert row["m"] == {"flops": k.flops, "self_flops": k.self_flops, "bytes": k.bytes, "self_bytes": k.self_bytes,
+                            "params": k.params, "self_params": k.self_params}
+    for row, op in zip(ops, cool.ops, strict=True):
+        assert row["name"] == op.name and row["target"] == op.target and row["phase"] == "forward"
+        assert row["m"] == {"flops": c.op(op).flops, "bytes": c.op(op).bytes}
+        assert row["outs"] == [r.label for r in op.outputs]
     assert p["noise"] == sorted(op.index for op in noise_ops(cool))
 
 
@@ -117,12 +121,12 @@ def test_a_notebook_shows_the_viewer_inline(cool: dt.Graph, monkeypatch: pytest.
 
 
 def test_an_op_that_is_not_forward_carries_its_phase(cool: dt.Graph, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hook for backward ops: the payload names a phase only where it is not forward."""
-    assert all(len(row) == 9 for row in payload(cool, HtmlOptions())["o"])
+    """Every op row names its phase (the field ``phase`` of the payload's op rows)."""
+    assert {row["phase"] for row in payload_rows(payload(cool, HtmlOptions()), "o")} == {"forward"}
     last = cool.ops[-1]
     monkeypatch.setattr(type(last), "phase", property(lambda op: "backward" if op is last else "forward"), raising=False)
-    p = payload(cool, HtmlOptions())
-    assert [len(row) for row in p["o"]] == [9] * (len(cool.ops) - 1) + [10] and p["s"][p["o"][-1][9]] == "backward"
+    phases = [row["phase"] for row in payload_rows(payload(cool, HtmlOptions()), "o")]
+    assert phases == ["forward"] * (len(cool.ops) - 1) + ["backward"]
 
 
 @needs_node_hook
@@ -138,11 +142,12 @@ def test_the_viewer_shows_the_phase_it_is_given(tmp_path: Path) -> None:
     backward = embedded(g.render(tmp_path / "b.html", phase="backward").read_text())
     both = embedded(g.render(tmp_path / "a.html", phase="all").read_text())
     assert len(forward["o"]) == sum(op.phase == "forward" for op in g.ops)
-    assert all(len(row) == 9 for row in forward["o"])  # forward ops carry no phase field
+    assert {row["phase"] for row in payload_rows(forward, "o")} == {"forward"}
     assert len(backward["o"]) == sum(op.phase == "backward" for op in g.ops)
-    assert {backward["s"][row[9]] for row in backward["o"]} == {"backward"}
-    conv = [c[1] for c in backward["c"]].index("secondary_conv")
-    assert any(row[0] == conv and row[1].startswith("convolution_backward") for row in backward["o"])
+    ops = payload_rows(backward, "o")
+    assert {row["phase"] for row in ops} == {"backward"}
+    conv = [c["path"] for c in payload_rows(backward, "c")].index("secondary_conv")
+    assert any(row["call"] == conv and row["name"].startswith("convolution_backward") for row in ops)
     assert len(both["o"]) == len(g.ops) and backward["title"] == "CoolCNN (backward)" and forward["title"] == "CoolCNN"
 
 

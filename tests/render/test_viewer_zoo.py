@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from viewer_page import payload_rows
 
 import dispatchtrace as dt
 from dispatchtrace.render._html import PAYLOAD_VERSION, passes_on
@@ -61,8 +62,8 @@ def test_zoo_model_writes_a_viewer_page_with_its_whole_capture(spec: zoo.Spec, t
     assert ids == ["dt-data", "dt-dagre", "dt-group", None]
     p = json.loads(parser.scripts[0][1])
     assert p["v"] == PAYLOAD_VERSION and len(p["o"]) == len(g.ops) and len(p["c"]) == len(g.calls) + 1
-    assert [row[1] for row in p["o"]] == [op.name for op in g.ops]
-    assert [row[1] for row in p["c"][1:]] == [c.path for c in g.calls]
+    assert [row["name"] for row in payload_rows(p, "o")] == [op.name for op in g.ops]
+    assert [row["path"] for row in payload_rows(p, "c")[1:]] == [c.path for c in g.calls]
     cg = g.collapse("ops", predicate=passes_on(noise_ops(g)))  # (an eval Dropout on the path of what it passes on)
     assert len(p["e"]) == 3 * len(cg.edges)  # every op-level dependency (none left out)
     assert len(p["in"]) == sum(1 for n in cg.nodes if n.kind == "input") and len(p["out"]) == len(g.outputs)

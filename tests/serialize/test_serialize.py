@@ -258,7 +258,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
 
     saved = {
         Op: {"index", "name", "target", "call", "args", "kwargs", "inputs", "outputs", "is_view",
-             "producers", "_users", "phase", "source", "rare"},
+             "producers", "_users", "phase", "source", "rare", "time"},  # time: the file's "times" (serialize/_times.py)
         Rare: {"mutated", "origin", "grad_of", "param", "dtensor"},  # Op's rare fields, in one slot
         Call: {"path", "type", "index", "depth", "parent", "children", "ops", "inputs", "outputs", "repeat",
                "params", "self_params", "source", "returned", "arguments", "_module"},
@@ -269,7 +269,7 @@ def test_every_field_of_the_data_model_is_saved() -> None:
         assert not new, f"serialize.py does not save {cls.__name__}.{sorted(new)}; extend it and docs/format.md"
     graph_attrs = set(vars(Graph()))
     known_attrs = {"root", "ops", "calls", "inputs", "outputs", "error", "complete", "constants", "notes",
-                   "saved", "values", "stats", "kept"}  # kept: beside the JSON (tests/serialize/test_values_io.py)
+                   "saved", "values", "stats", "kept", "timed"}  # kept: beside the JSON (tests/serialize/test_values_io.py)
     assert graph_attrs <= known_attrs, f"serialize.py does not save Graph attributes {sorted(graph_attrs - known_attrs)}"
     assert {f.name for f in fields(Saved)} == {"storage", "bytes", "call"}, "serialize.py saves these fields of Saved"
 

@@ -1,7 +1,7 @@
 // diff.js: the page of a diff (render/_diff_page.py): the aligned call tree coloured by divergence, the
 // structural differences, both sides' details for the selected call or op pair, and the first departure.
 // Row keys: "c<i>" the i-th call row of the payload, "p<k>" the k-th op pair.
-// reads: DT.Values DT.statsText
+// reads: DT.Rows DT.Values DT.statsText
 // defines: DT.Diff DT.diff DT.diffRamp DT.diffStart
 "use strict";
 var DT = window.DT || (window.DT = {});
@@ -12,6 +12,7 @@ function dtEsc(s) { return String(s).replace(/[&<>"]/g, function (c) { return { 
 DT.diffRamp = function (f) { return "hsl(" + (50 - 45 * f) + "," + (70 + 25 * f) + "%," + (90 - 38 * f) + "%)"; };
 
 DT.Diff = function (p, tree, details) {
+  DT.Rows.use(p);  // rows.js: the stats rows read through the payload's field names (stats.js)
   var S = p.s;  // the string table: decode each op side's and call's texts once
   function texts(list) { (list || []).forEach(function (x) { x[0] = S[x[0]]; }); }
   p.pairs.forEach(function (q) {

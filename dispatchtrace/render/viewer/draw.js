@@ -1,6 +1,6 @@
 // draw.js: the SVG picture of what is visible (boxes of open calls, nodes, edges), pan, zoom, colours.
-// reads: DT.HEAD_H DT.PAD
-// defines: DT.BAD DT.CULL DT.FIRST_BAD DT.SVG_NS DT.View DT.around DT.el DT.esc DT.hue DT.line DT.num DT.onRing DT.ramp DT.ring
+// reads: DT.HEAD_H DT.PAD DT.human
+// defines: DT.BAD DT.CULL DT.FIRST_BAD DT.SVG_NS DT.View DT.around DT.el DT.esc DT.hue DT.line DT.onRing DT.ramp DT.ring
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -205,7 +205,8 @@ DT.View.prototype.bindTips = function () {
   });
 };
 
-// Fill colours for the current colour mode: a log scale from white to orange, or one hue per type.
+// Fill colours for the current colour mode: a metric's values on a log scale from white to orange (any metric the
+// payload lists with colour), one hue per type, or the NaN/Inf of the values.
 DT.View.prototype.fills = function (at) {
   var m = this.m, mode = this.colour, out = {}, legend = document.getElementById("legend");
   var keys = Object.keys(at).filter(function (k) { return !at[k].open; });
@@ -226,18 +227,18 @@ DT.View.prototype.fills = function (at) {
     return out;
   }
   if (mode === "nonfinite") return this.nonfinite(keys, out, legend);
-  var lo = Infinity, hi = 0, vals = {};
-  keys.forEach(function (k) { var v = mode === "norm" ? m.values.norm(k) : m.metric(k, mode); if (v) { vals[k] = v; lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+  var lo = Infinity, hi = 0, vals = {}, d = m.metricOf[mode];  // a metric's colour mode (model.js: the payload's metrics)
+  if (!d) return out;
+  keys.forEach(function (k) { var v = m.metric(k, mode); if (v) { vals[k] = v; lo = Math.min(lo, v); hi = Math.max(hi, v); } });
   var span = Math.log(hi) - Math.log(lo) || 1;
   keys.forEach(function (k) {
     if (!vals[k]) return;
     var f = hi === lo ? 1 : (Math.log(vals[k]) - Math.log(lo)) / span;
     out[k] = DT.ramp(f);
   });
-  var name = { flops: "FLOPs", bytes: "bytes", params: "parameters", norm: "L2 norm of the results" }[mode];
-  if (mode === "norm" && m.values.missing()) { legend.textContent = "values " + m.values.missing(); return out; }
-  legend.innerHTML = hi ? name + ': <span class="sw" style="background:' + DT.ramp(0) + '"></span>' + DT.num(lo) +
-    ' … <span class="sw" style="background:' + DT.ramp(1) + '"></span>' + DT.num(hi) + " (log scale; white: none)"
+  var name = DT.esc(d.label);
+  legend.innerHTML = hi ? name + ': <span class="sw" style="background:' + DT.ramp(0) + '"></span>' + DT.human(lo, d.unit) +
+    ' … <span class="sw" style="background:' + DT.ramp(1) + '"></span>' + DT.human(hi, d.unit) + " (log scale; white: none)"
     : name + ": none in view";
   return out;
 };
@@ -259,12 +260,6 @@ DT.View.prototype.nonfinite = function (keys, out, legend) {
 DT.ramp = function (f) { return "hsl(" + (50 - 45 * f) + "," + (70 + 25 * f) + "%," + (90 - 38 * f) + "%)"; };
 DT.hue = function (s) { var h = 0; for (var i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) % 360; return h; };
 DT.esc = function (s) { return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]; }); };
-DT.num = function (v) {
-  if (v === null || v === undefined) return "–";
-  var u = ["", "K", "M", "G", "T", "P"], k = 0;
-  while (Math.abs(v) >= 1000 && k < u.length - 1) { v /= 1000; k++; }
-  return (k ? v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0) : String(v)) + u[k];
-};
 
 // ---- pan and zoom ---------------------------------------------------------------------------
 DT.View.prototype.apply = function () {

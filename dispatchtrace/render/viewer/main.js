@@ -147,7 +147,15 @@ DT.start = function () {
   on("export-png", function () {
     DT.png(view, function (blob, why) { if (blob) DT.save(blob, (m.title || "capture") + ".png"); else traced.textContent = "no PNG: " + why; });
   });
-  document.getElementById("colour").addEventListener("change", function (ev) { view.colour = ev.target.value; app.redraw(); });
+  var colour = document.getElementById("colour"), kinds = colour.querySelector('option[value="type"]');
+  m.metrics.forEach(function (d) {  // a colour mode per metric that has one, before the module type's
+    if (!d.colour) return;
+    var option = document.createElement("option");
+    option.value = d.name;
+    option.textContent = d.label;
+    colour.insertBefore(option, kinds);
+  });
+  colour.addEventListener("change", function (ev) { view.colour = ev.target.value; app.redraw(); });
   fold.addEventListener("change", function () { m.setFold(fold.checked); layout.cache = {}; app.redraw(); });
   var moves = { ArrowLeft: [60, 0], ArrowRight: [-60, 0], ArrowUp: [0, 60], ArrowDown: [0, -60] };
   window.addEventListener("keydown", function (ev) {  // the page's one keydown handler

@@ -1,31 +1,34 @@
 // model.js: the capture as the page holds it (decoded from the payload) and what is open or folded.
 // Item keys: "c<i>" a call (c0 is the capture itself), "f<i>" a folded run whose first call is i,
 // "o<j>" an op, "i<k>" an input of the capture, "y" its outputs.
-// reads: (nothing)
-// defines: DT.Model
+// A call and an op hold their fields by the names the payload gives (rows.js): a call's parent, path, type, index,
+// repeat, src, ins, outs, label, title; an op's call, name, target, flags, src, args, outs, phase; both their
+// metrics' values in m (m.flops) and a metric's own text in t (t.norm), for the metrics the payload lists.
+// reads: DT.Rows
+// defines: DT.Model DT.human
 "use strict";
 var DT = window.DT || (window.DT = {});
 
 DT.Model = function (p) {
-  var S = p.s;
+  var rows = this.rows = DT.Rows.use(p);
   this.p = p;
   this.title = p.title;
-  this.calls = p.c.map(function (r, i) {
-    return { id: i, parent: r[0], path: r[1], type: S[r[2]], index: r[3], repeat: r[4], params: r[5],
-             selfParams: r[6], flops: r[7], selfFlops: r[8], bytes: r[9], selfBytes: r[10],
-             src: r[11] === null ? null : S[r[11]], ins: r[12].map(function (k) { return S[k]; }),
-             outs: r[13].map(function (k) { return S[k]; }), label: S[r[14]], title: S[r[15]], calls: [], ops: [], depth: -1 };
+  this.metrics = p.metrics || [];  // [{name, label, unit, unknown, op, call, colour, fold}], in the registry's order
+  this.metricOf = {};
+  this.metrics.forEach(function (d) { this.metricOf[d.name] = d; }, this);
+  this.calls = rows.all("c", p.c).map(function (c, i) {
+    c.id = i; c.calls = []; c.ops = []; c.depth = -1; c.m = c.m || {}; c.t = c.t || {};
+    return c;
   });
   this.calls.forEach(function (c) {
     if (c.parent >= 0) { var up = this.calls[c.parent]; up.calls.push(c.id); c.depth = up.depth + 1; }
   }, this);
-  var noise = {};
+  var noise = {}, S = p.s;
   p.noise.forEach(function (j) { noise[j] = true; });
-  this.ops = p.o.map(function (r, j) {
-    return { id: j, call: r[0], name: r[1], target: S[r[2]], inplace: !!(r[3] & 1), view: !!(r[3] & 2),
-             flops: r[4], bytes: r[5], src: r[6] === null ? null : S[r[6]], args: r[7],
-             outs: r[8].map(function (k) { return S[k]; }), noise: !!noise[j], prod: [], users: [],
-             phase: r.length > 9 ? S[r[9]] : "forward" };
+  this.ops = rows.all("o", p.o).map(function (o, j) {
+    o.id = j; o.inplace = !!(o.flags & 1); o.view = !!(o.flags & 2); o.noise = !!noise[j]; o.prod = []; o.users = [];
+    o.m = o.m || {}; o.t = o.t || {};
+    return o;
   });
   this.ops.forEach(function (o) { if (!o.noise) this.calls[o.call].ops.push(o.id); }, this);
   this.inputs = p["in"].map(function (k) { return S[k]; });
@@ -339,18 +342,36 @@ DT.Model.prototype.path = function (key) {
   return out;
 };
 
+// The value of metric name for item key: an op's, a call's, a folded run's (its calls' added up, or the largest:
+// the metric's fold); null where it has none.
 DT.Model.prototype.metric = function (key, name) {
-  var t = key[0], n = +key.slice(1);
-  if (t === "o") { var o = this.ops[n]; return name === "flops" ? o.flops : name === "bytes" ? o.bytes : null; }
-  if (t === "c" || t === "f") {
-    var run = t === "f" ? this.runOf[n] : [n], sum = null;
-    run.forEach(function (i) {
-      var c = this.calls[i], v = name === "flops" ? c.flops : name === "bytes" ? c.bytes : name === "params" ? c.params : null;
-      if (v !== null && v !== undefined) sum = (sum || 0) + v;
-    }, this);
-    return sum;
-  }
-  return null;
+  var t = key[0], n = +key.slice(1), d = this.metricOf[name];
+  if (!d) return null;
+  if (t === "o") { var v = this.ops[n].m[name]; return d.op && typeof v === "number" ? v : null; }
+  if ((t !== "c" && t !== "f") || !d.call) return null;
+  var out = null;
+  (t === "f" ? this.runOf[n] : [n]).forEach(function (i) {
+    var x = this.calls[i].m[name];
+    if (typeof x === "number") out = out === null ? x : d.fold === "max" ? Math.max(out, x) : out + x;
+  }, this);
+  return out;
+};
+
+// The text of metric name's value for item key, as Python writes it: its own text for a single item when the
+// metric has its own format, else human() of the value; the metric's unknown text for none.
+DT.Model.prototype.metricText = function (key, name) {
+  var d = this.metricOf[name], t = key[0], n = +key.slice(1), v = this.metric(key, name);
+  var own = t === "o" ? this.ops[n].t : t === "c" ? this.calls[n].t : {};
+  if (own[name] !== undefined && own[name] !== null) return own[name];
+  return v === null ? d.unknown : DT.human(v, d.unit);
+};
+
+// Python's _text.human: a count in SI units with two or three significant digits.
+DT.human = function (n, unit) {
+  var prefixes = ["", "k", "M", "G", "T", "P", "E"], v = n, i = 0;
+  while (Math.abs(v) >= 999.5 && i < prefixes.length - 1) { v /= 1000; i++; }
+  var text = i === 0 ? String(n) : Math.abs(v) < 10 || (Math.abs(v) < 100 && !unit) ? v.toFixed(1) : v.toFixed(0);
+  return (text + " " + prefixes[i] + (unit || "")).replace(/\s+$/, "");
 };
 
 DT.Model.prototype.typeOf = function (key) {

@@ -1,5 +1,5 @@
 // panel.js: the details of the selected item, the breadcrumbs, and search with next/previous.
-// reads: DT.Values DT.esc DT.num DT.statsText
+// reads: DT.Values DT.esc DT.statsText
 // defines: DT.Panel DT.count DT.matches DT.patterns DT.search DT.translate
 "use strict";
 var DT = window.DT || (window.DT = {});
@@ -25,10 +25,23 @@ DT.Panel.prototype.opName = function (j) {
   return this.link("o" + j, this.m.ops[j].name);
 };
 
-DT.Panel.prototype.rows = function (rows) {
-  return "<table>" + rows.filter(function (r) { return r[1] !== null && r[1] !== undefined && r[1] !== ""; }).map(function (r) {
-    return "<tr><td>" + r[0] + "</td><td>" + r[1] + "</td></tr>";
+// The details as a table: each entry [name, html], those without html left out.
+DT.Panel.prototype.rows = function (entries) {
+  return "<table>" + entries.filter(function (e) { return e[1] !== null && e[1] !== undefined && e[1] !== ""; }).map(function (e) {
+    return "<tr><td>" + e[0] + "</td><td>" + e[1] + "</td></tr>";
   }).join("") + "</table>";
+};
+
+// One entry per metric the payload lists for item key's kind ("op" or "call"): its label and its value's text, the
+// exact count after it when the text rounds; data-v holds the value.
+DT.Panel.prototype.metrics = function (key, kind) {
+  var m = this.m;
+  return m.metrics.filter(function (d) { return d[kind]; }).map(function (d) {
+    var v = m.metric(key, d.name), text = m.metricText(key, d.name);
+    var exact = typeof v === "number" && Math.abs(v) >= 1000 && Number.isInteger(v) ? " (" + v.toLocaleString("en") + ")" : "";
+    return [DT.esc(d.label), '<span class="metric ' + d.name + '" data-m="' + d.name + '" data-v="' + (v === null ? "" : v) + '">' +
+            DT.esc(text) + "</span>" + exact];
+  });
 };
 
 DT.Panel.prototype.callPath = function (i) {
@@ -55,23 +68,21 @@ DT.Panel.prototype.values = function (t, n) {
   if (!v) return [];
   var why = v.missing();
   if (why) return [["values", '<span class="novals">' + DT.esc(why) + "</span>"]];
-  function list(pairs) {
+  function list(pairs) {  // [{tensor, stats}]
     return pairs.map(function (x) {
-      var s = x[1], cls = DT.Values.bad(s) ? ' class="nonfinite"' : "";
-      return "<div" + cls + "><code>" + DT.esc(m.p.s[x[0]]) + "</code> " + DT.esc(DT.statsText(s)) + "</div>";
+      var cls = DT.Values.bad(x.stats) ? ' class="nonfinite"' : "";
+      return "<div" + cls + "><code>" + DT.esc(x.tensor || "") + "</code> " + DT.esc(DT.statsText(x.stats)) + "</div>";
     }).join("");
   }
   if (t === "o") {
-    var row = v.ops[n] || [[], []], first = v.first === n;
-    return [["values", list(row[0]) || "no results"], ["input values", list(row[1]) || null],
+    var row = v.ops[n] || { outputs: [], inputs: [] }, first = v.first === n;
+    return [["values", list(row.outputs) || "no results"], ["input values", list(row.inputs) || null],
             ["NaN/Inf", first ? '<span class="nonfinite">' + (v.nf.carried ? "the first op to read the first NaN/Inf (already in its input)"
                                                                : "made the first NaN/Inf of the capture") + "</span>" : null]];
   }
   var c = m.calls[n], outs = v.calls[n] || [];
-  var pairs = outs.map(function (s, k) { return [null, s, c.outs[k]]; });
-  return [["output values", pairs.map(function (x) {
-    return "<div" + (DT.Values.bad(x[1]) ? ' class="nonfinite"' : "") + "><code>" + DT.esc(x[2] || "") + "</code> " + DT.esc(DT.statsText(x[1])) + "</div>";
-  }).join("") || null], ["NaN/Inf", v.bad(t + n) ? '<span class="nonfinite">an op inside holds a NaN or Inf</span>' : null]];
+  return [["output values", list(outs.map(function (s, k) { return { tensor: c.outs[k], stats: s }; })) || null],
+          ["NaN/Inf", v.bad(t + n) ? '<span class="nonfinite">an op inside holds a NaN or Inf</span>' : null]];
 };
 
 DT.Panel.prototype.show = function (key) {
@@ -86,8 +97,7 @@ DT.Panel.prototype.show = function (key) {
     ].concat(this.values("o", n), [
       ["phase", o.phase === "forward" ? null : DT.esc(o.phase)],
       ["writes", o.inplace ? "in place (mutates an input)" : o.view ? "a view of its input" : "new tensors"],
-      ["FLOPs", o.flops === null ? "no formula" : '<span class="flops" data-v="' + o.flops + '">' + o.flops.toLocaleString("en") + "</span> (" + DT.num(o.flops) + ")"],
-      ["bytes", o.bytes === null ? null : o.bytes.toLocaleString("en")],
+    ], this.metrics(key, "op"), [
       ["source", o.src ? "<code>" + DT.esc(o.src) + "</code>" : null],
       ["call", this.callPath(o.call)],
       ["producers", this.producers(n).map(function (j) { return self.opName(j); }).join(", ") || "none"],
@@ -102,10 +112,7 @@ DT.Panel.prototype.show = function (key) {
       ["folded", run ? run.length + " identical chained calls: " + run.map(function (i) { return self.link("c" + i, m.label(m.calls[i])); }).join(", ") : null],
       ["inputs", c.ins.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
       ["outputs", c.outs.map(function (s) { return "<code>" + DT.esc(s) + "</code>"; }).join(", ")],
-    ].concat(this.values(t, n), [
-      ["parameters", c.params === null ? null : DT.num(c.params) + " with children, " + DT.num(c.selfParams) + " own"],
-      ["FLOPs", c.flops === null ? "no formula" : '<span class="flops" data-v="' + c.flops + '">' + c.flops.toLocaleString("en") + "</span> (" + DT.num(c.flops) + ") inclusive, " + DT.num(c.selfFlops) + " in its own ops"],
-      ["bytes", DT.num(c.bytes) + " inclusive, " + DT.num(c.selfBytes) + " own"],
+    ].concat(this.values(t, n), this.metrics(key, "call"), [
       ["called from", c.src ? "<code>" + DT.esc(c.src) + "</code>" : null],
       ["contains", DT.count(c.calls.length, "call") + ", " + DT.count(c.ops.length, "op") + " directly"],
     ]));

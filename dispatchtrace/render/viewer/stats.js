@@ -1,31 +1,38 @@
 // stats.js: the capture's values (values="stats"): each op's and call's statistics as text, which items hold
-// a NaN or Inf, their norms, and the op that made the first non-finite value (Python's g.first_nonfinite()).
-// reads: (nothing)
-// defines: DT.Values DT.g4 DT.statsText
+// a NaN or Inf, and the op that made the first non-finite value (Python's g.first_nonfinite()).
+// A stats row is read through its field names (rows.js; render/_html_stats.py's STATS_TABLES): numel, nan, posinf,
+// neginf, zeros, min, max, mean, norm.
+// reads: DT.Rows
+// defines: DT.Values DT.g4 DT.stat DT.statsText
 "use strict";
 var DT = window.DT || (window.DT = {});
 
-// From the payload's vals/st/cst/nf fields (render/_html_stats.py); m a DT.Model.
+// From the payload's vals/st/cst/nf fields (render/_html_stats.py); m a DT.Model. ops[j]: {outputs, inputs}, each a
+// list of {tensor, stats}; calls[i]: the stats of call i's outputs.
 DT.Values = function (m) {
-  var p = m.p;
+  var p = m.p, rows = m.rows;
   this.m = m;
   this.state = p.vals || "none";  // "stats", "none" (no values asked for) or "absent" (meta or fake tensors)
   this.on = this.state === "stats";
-  this.ops = p.st || [];
-  this.calls = p.cst || [];
+  this.ops = rows.all("so", p.st);
+  this.calls = (p.cst || []).map(function (list) { return rows.all("st", list); });
   this.nf = p.nf || null;  // {op, name, text, carried, phase} or null when every value is finite
   this.first = this.nf && this.nf.op !== null ? this.nf.op : -1;
   this.badOp = {};
   this.badCall = {};  // calls with an op inside (their sub-calls' included) whose results hold a NaN or Inf
   this.ops.forEach(function (row, j) {
-    if (!row[0].some(function (t) { return DT.Values.bad(t[1]); })) return;
+    if (!row.outputs.some(function (t) { return DT.Values.bad(t.stats); })) return;
     this.badOp[j] = true;
     for (var c = m.ops[j].call; c >= 0; c = m.calls[c].parent) this.badCall[c] = true;
   }, this);
 };
 
-// Whether one stats row [numel, nan, +inf, -inf, zeros, min, max, mean, norm] holds a non-finite value.
-DT.Values.bad = function (s) { return !!s && s[1] + s[2] + s[3] > 0; };
+// One stats row as its fields: decoded already, or a row as a payload holds it (the diff page's) read through the
+// page's field names (DT.Rows.use).
+DT.stat = function (s) { return Array.isArray(s) ? DT.Rows.page.one("st", s) : s; };
+
+// Whether one stats row holds a non-finite value.
+DT.Values.bad = function (s) { s = DT.stat(s); return !!s && s.nan + s.posinf + s.neginf > 0; };
 
 // One line saying why there are no values (null when there are).
 DT.Values.prototype.missing = function () {
@@ -41,17 +48,6 @@ DT.Values.prototype.bad = function (key) {
   if (t === "c") return !!this.badCall[n];
   if (t === "f") return (m.runOf[n] || [n]).some(function (i) { return this.badCall[i]; }, this);
   return false;
-};
-
-// The L2 norm of an item's results (the largest of its tensors'): an op's results, a call's (a run's) outputs.
-DT.Values.prototype.norm = function (key) {
-  var t = key[0], n = +key.slice(1), m = this.m, rows = [];
-  if (t === "o" && this.ops[n]) rows = this.ops[n][0].map(function (x) { return x[1]; });
-  else if (t === "c" && this.calls[n]) rows = this.calls[n];
-  else if (t === "f") (m.runOf[n] || [n]).forEach(function (i) { rows = rows.concat(this.calls[i] || []); }, this);
-  var best = null;
-  rows.forEach(function (s) { if (s && typeof s[8] === "number" && (best === null || s[8] > best)) best = s[8]; });
-  return best;
 };
 
 // Python's f"{v:.4g}": four significant digits, an exponent (two digits at least) below 1e-4 or from 1e4
@@ -71,9 +67,11 @@ DT.g4 = function (v) {
 
 // Python's str(Stats): "[min, max] mean .. norm .." and the counts that are not zero; "no stats" for none.
 DT.statsText = function (s) {
+  s = DT.stat(s);
   if (!s) return "no stats";
-  if (s[0] === 0) return "empty";
-  var out = [s[5] !== null ? "[" + DT.g4(s[5]) + ", " + DT.g4(s[6]) + "] mean " + DT.g4(s[7]) + " norm " + DT.g4(s[8]) : "no finite value"];
-  [["zeros", 4], ["nan", 1], ["+inf", 2], ["-inf", 3]].forEach(function (c) { if (s[c[1]]) out.push(c[0] + " " + s[c[1]]); });
+  if (s.numel === 0) return "empty";
+  var out = [s.min !== null ? "[" + DT.g4(s.min) + ", " + DT.g4(s.max) + "] mean " + DT.g4(s.mean) + " norm " + DT.g4(s.norm) : "no finite value"];
+  var counts = { zeros: "zeros", nan: "nan", "+inf": "posinf", "-inf": "neginf" };  // as str(Stats) names them
+  Object.keys(counts).forEach(function (word) { if (s[counts[word]]) out.push(word + " " + s[counts[word]]); });
   return out.join(" ");
 };
