@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import torch.fx as fx
     import torch.nn as nn
 
-    from ..hardware import DeviceSpec
+    from ..hardware import DeviceSpec, Link
     from ..replay import Constants
     from ..views import (
         CallRef,
@@ -158,12 +158,14 @@ class Graph:
 
         return costs(self)
 
-    def estimate(self, spec: str | os.PathLike[str] | DeviceSpec) -> Estimate:
+    def estimate(self, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_per_node: int | None = None,
+                 intra_node: Link | str | None = None, inter_node: Link | str | None = None) -> Estimate:
         """How long each op and call would take on a device (a built-in name such as ``"h100"``, a ``DeviceSpec``
-        or a JSON spec's path); see ``views/_estimate.py``."""
+        or a JSON spec's path), collectives priced on its links with ``ranks_per_node`` ranks to a node and the
+        step played as a schedule; see ``views/_estimate.py`` and ``docs/timeline.md``."""
         from ..views import estimate
 
-        return estimate(self, spec)
+        return estimate(self, spec, ranks_per_node=ranks_per_node, intra_node=intra_node, inter_node=inter_node)
 
     def memory(self) -> Memory:
         """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views/_memory.py``."""

@@ -23,10 +23,14 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..views import RankEstimates, estimate_ranks
 from ._html import HtmlOptions, page
 
 if TYPE_CHECKING:
+    import os
+
     from ..graph import Graph
+    from ..hardware import DeviceSpec
     from ..views import Collective
 
 
@@ -68,7 +72,7 @@ iframe.rank { width: 100%; height: 70vh; border: 0; border-bottom: 1px solid #cc
 iframe.rank.on { display: block; }
 section#collectives { padding: 8px; } table { border-collapse: collapse; margin-bottom: 12px; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; font-family: ui-monospace, monospace; font-size: 12px; }
-tr.differ td { background: #ffe3e0; } tr.first td { background: #ffb3aa; }
+tr.differ td { background: #ffe3e0; } tr.first td { background: #ffb3aa; } tr.slowest td { font-weight: bold; }\nsection#estimates { padding: 8px; }
 .note { color: #666; } #verdict.bad { color: #b00; font-weight: bold; } #verdict.good { color: #060; }
 """
 
@@ -102,8 +106,25 @@ def _table(group: dict[str, Any]) -> str:
             + "\n".join(rows) + "\n</table>")
 
 
-def ranks_page(ranks: Mapping[int, Graph], o: HtmlOptions) -> str:
-    """The whole page as text."""
+def _estimates_section(est: RankEstimates | None) -> str:
+    """Each rank's estimated step and exposed communication, the slowest rank marked (``dt.estimate_ranks``)."""
+    if est is None:
+        return ""
+    rows = []
+    for row in est.rows():
+        cls = ' class="slowest"' if row["slowest"] and len(est) > 1 else ""
+        cells = [str(row["rank"]), *(f"{row[k] * 1e3:.3f} ms" for k in ("step", "compute", "communication", "exposed")),
+                 f"{100 * row['overlap']:.1f}%"]
+        rows.append(f'<tr{cls} data-rank="{row["rank"]}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    spec = next(iter(est.estimates.values())).spec
+    head = "".join(f"<th>{h}</th>" for h in ("rank", "step", "compute", "communication", "exposed", "hidden"))
+    return (f'<section id="estimates"><h2>Estimated step on {html.escape(spec.title or spec.name)}: '
+            f"{est.step * 1e3:.3f} ms (rank {est.slowest}), skew {est.skew * 1e3:.3f} ms</h2>\n"
+            f"<table><tr>{head}</tr>\n" + "\n".join(rows) + "\n</table></section>\n")
+
+
+def ranks_page(ranks: Mapping[int, Graph], o: HtmlOptions, estimates: RankEstimates | None = None) -> str:
+    """The whole page as text (``estimates``: each rank's estimated step above the collectives)."""
     if not ranks:
         raise ValueError("no rank captures to show; load them with dt.load_ranks('trace.rank*.json')")
     p = ranks_payload(ranks)
@@ -117,15 +138,18 @@ def ranks_page(ranks: Mapping[int, Graph], o: HtmlOptions) -> str:
     data = json.dumps(p, separators=(",", ":")).replace("<", "\\u003c")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<title>{title} · {len(p['ranks'])} ranks · dispatchtrace</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-            f'<nav id="rank-bar"><strong>{title}</strong> {buttons}</nav>\n{frames}\n'
+            f'<nav id="rank-bar"><strong>{title}</strong> {buttons}</nav>\n{frames}\n{_estimates_section(estimates)}'
             f'<section id="collectives"><h2>Collectives by group, aligned by position</h2>\n{verdict}\n{tables}\n</section>\n'
             f'<script type="application/json" id="dt-ranks">{data}</script>\n'
             f"<script>{_SCRIPT}dtRank({p['ranks'][0]});</script>\n</body></html>\n")
 
 
-def write_ranks(ranks: Mapping[int, Graph], path: str, *, title: str | None = None) -> None:
-    """Write the page for ``ranks`` (``{rank: Graph}``, as ``dt.load_ranks`` returns) to ``path``."""
+def write_ranks(ranks: Mapping[int, Graph], path: str, *, title: str | None = None,
+                estimate: str | os.PathLike[str] | DeviceSpec | RankEstimates | None = None) -> None:
+    """Write the page for ``ranks`` (``{rank: Graph}``, as ``dt.load_ranks`` returns) to ``path``; ``estimate`` (a
+    spec, or what ``dt.estimate_ranks`` returned) adds each rank's estimated step and exposed communication."""
     if not str(path).lower().endswith((".html", ".htm")):
         raise ValueError(f"{path}: several ranks render to one HTML page; name it like ranks.html")
+    estimates = estimate if isinstance(estimate, RankEstimates) or estimate is None else estimate_ranks(ranks, estimate)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(ranks_page(ranks, HtmlOptions(title=title)))
+        f.write(ranks_page(ranks, HtmlOptions(title=title), estimates))

@@ -29,6 +29,7 @@ from ._noise import noise_ops
 from ._nonfinite import NonFinite, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
+from ._rank_estimates import RankEstimates, estimate_ranks
 from ._summary import Summary, summary
 from ._time_metrics import TIME_METRICS, seconds, timed
 from ._timeline import Span, Timeline, measured_timeline, timeline
@@ -36,9 +37,9 @@ from ._tree import Tree, tree
 
 __all__ = [
     "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Estimate", "Memory", "Metric", "Node",
-    "BUILTIN_METRICS", "NonFinite", "OpPair", "PLACES", "Predicate", "Span", "Summary", "Timeline", "Tree",
+    "BUILTIN_METRICS", "NonFinite", "OpPair", "PLACES", "Predicate", "RankEstimates", "Span", "Summary", "Timeline", "Tree",
     "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of", "capture_of", "collapse", "collapse_at", "collectives",
-    "costs", "diff", "estimate", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
+    "costs", "diff", "estimate", "estimate_ranks", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",
     "matches", "measured_timeline", "memory", "metrics", "mismatch", "noise_ops", "ops_between", "phase_graph",
     "register_metric", "resolve_depth", "run_label", "search", "sequences", "shared", "summary", "tensor_bytes", "timeline", "tree", "unregister_metric",
     "with_stats", "TIME_METRICS", "seconds", "timed", "ESTIMATE_METRICS", "forget_estimate", "shown_estimate",

@@ -23,20 +23,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..graph import PHASES, Call, Op
+from ..graph import PHASES, Call, Op, is_collective
 from ._attention import regions
 from ._costs import costs
+from ._collectives import Collective
+from ._estimate_comms import Cluster, cluster_of, price_collectives, schedule_seconds
 from ._estimate_metrics import show_estimate
 from ._kernels import Bytes, op_work
+from ._timeline import Timeline, timeline
 
 if TYPE_CHECKING:
     import os
 
     from ..graph import Graph, Phase
-    from ..hardware import DeviceSpec
+    from ..hardware import CollectiveCost, DeviceSpec, Link
 
 Bound = str
-"""What bounds an op: ``"compute"``, ``"memory"``, ``"overhead"`` (launch), ``"free"`` (a view or an
+"""What bounds an op: ``"compute"``, ``"memory"``, ``"overhead"`` (launch), ``"communication"`` (a collective,
+on its group's stream), ``"free"`` (a view or an
 allocation: no kernel) or ``"fused"`` (an op of an SDPA region charged to the region's first op)."""
 
 
@@ -61,11 +65,43 @@ class Estimate:
     their bytes moved, so possibly too fast."""
     _self: dict[int, dict[str, float]] = field(repr=False)
     _incl: dict[int, dict[str, float]] = field(repr=False)
+    timeline: Timeline = field(repr=False)
+    """The step as a schedule (``views/_timeline.py``): compute in order, each collective on its group's stream
+    from issue to wait; what ``total``, ``exposed``, ``overlap`` and ``critical_path`` read."""
+    cluster: Cluster = field(repr=False)
+    """Where the ranks sit and the links collectives were priced on (``views/_estimate_comms.py``)."""
+    collectives: dict[int, tuple[Collective, CollectiveCost]] = field(repr=False)
+    """Op index -> each collective and its price (kind, algorithm, protocol, nodes, the bounding link)."""
 
     @property
     def total(self) -> float:
-        """Seconds for the whole capture, every phase."""
-        return sum(self.times)
+        """Seconds for the whole capture, every phase: the step's length on the schedule, where communication that
+        compute hides costs nothing and the rest adds (the sum of the ops' times without collectives)."""
+        return self.timeline.total
+
+    @property
+    def communication(self) -> float:
+        """Seconds of all the collectives, hidden or not."""
+        return self.timeline.communication
+
+    @property
+    def exposed(self) -> float:
+        """Seconds the compute stream stands idle waiting for communication."""
+        return self.timeline.exposed
+
+    @property
+    def overlap(self) -> float:
+        """The share of communication hidden behind compute (1.0 when there is none)."""
+        return self.timeline.overlap
+
+    @property
+    def critical_path(self) -> tuple[Op, ...]:
+        """The ops whose times make the total, first to last (``Timeline.critical_path``)."""
+        return self.timeline.critical_path
+
+    def exposed_in(self, call: Call) -> float:
+        """Seconds of communication exposed at ops inside ``call`` (its sub-calls' too)."""
+        return self.timeline.exposed_in(call)
 
     @property
     def phases(self) -> dict[str, float]:
@@ -188,13 +224,17 @@ def _calls_below(call: Call) -> list[Call]:
     return out
 
 
-def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimate:
+def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_per_node: int | None = None,
+             intra_node: Link | str | None = None, inter_node: Link | str | None = None) -> Estimate:
     """The ``Estimate`` of a finished capture on ``spec`` (a built-in name such as ``"h100"``, a
     ``DeviceSpec``, or the path of a JSON spec); the capture's views show it from now on (its summary, viewer
-    and Model Explorer attributes: ``views/_estimate_metrics.py``)."""
+    and Model Explorer attributes: ``views/_estimate_metrics.py``). Collectives are priced on the spec's links
+    with ``ranks_per_node`` ranks to a node (each overridable: ``inter_node="roce-400"``), and the total is the
+    step's length on the schedule (``views/_estimate_comms.py``, ``views/_timeline.py``)."""
     from ..hardware import spec_of
 
     device = spec_of(spec)
+    cluster = cluster_of(device, ranks_per_node=ranks_per_node, intra_node=intra_node, inter_node=inter_node)
     base = getattr(graph, "base", None)  # a phase view: its capture's ops
     if base is not None:
         graph = base
@@ -258,6 +298,14 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimat
             unsure.append(op)
         times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes)
 
+    priced = price_collectives(graph, cluster)
+    for op in ops:  # waits and wrappers of collectives launch nothing: the wait is the schedule's
+        if is_collective(op.target) and op.index not in priced:
+            times[op.index], bounds[op.index], classes[op.index], roof[op.index] = 0.0, "free", "free", 0.0
+    for i, (_, price) in priced.items():
+        times[i], bounds[i], classes[i], roof[i] = price.seconds, "communication", "collective", price.seconds
+    schedule = timeline(graph, lambda op: times[op.index], schedule_seconds(priced))
+
     own: dict[int, dict[str, float]] = {id(c): {} for c in graph.calls}
     own[id(graph.root)] = {}
     for op, t in zip(ops, times, strict=True):
@@ -272,6 +320,7 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimat
         into = incl.setdefault(id(parent), {})
         for p, t in incl[id(call)].items():
             into[p] = into.get(p, 0.0) + t
-    est = Estimate(device, graph, tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl)
+    est = Estimate(device, graph, tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl,
+                   schedule, cluster, priced)
     show_estimate(graph, est)  # the views of the capture show the estimate last made of it
     return est

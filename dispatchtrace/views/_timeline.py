@@ -38,8 +38,8 @@ COMPUTE = "compute"
 @dataclass(frozen=True, slots=True)
 class Span:
     """One op on the schedule: its ``stream`` (``"compute"``, or ``"comm <group>"``), ``start`` and ``end`` in
-    seconds from the step's start, and ``waited``: the seconds the compute stream stood idle before it
-    for a collective (``0.0`` for most ops)."""
+    seconds from the step's start, ``waited``: the seconds the compute stream stood idle before it for a
+    collective (``0.0`` for most ops), and ``collective``, the collective a communication span runs."""
 
     op: Op
     stream: str
@@ -47,6 +47,8 @@ class Span:
     end: float
     waited: float = 0.0
     collective: Collective | None = None
+    waited_for: Op | None = None
+    """The collective op whose end the compute stream waited for before this op (``None`` when it did not wait)."""
 
     @property
     def seconds(self) -> float:
@@ -66,6 +68,9 @@ class Timeline:
     communication: float
     exposed: float
     critical_path: tuple[Op, ...]
+    tail: float = 0.0
+    """Seconds the step's end waits, after its last compute op, for communication nothing waited for (a
+    collective whose result the capture returned unread); part of ``exposed``, charged to the whole step."""
     _by_op: dict[int, Span] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -79,8 +84,10 @@ class Timeline:
         return self._by_op[op.index]
 
     def exposed_in(self, call: Call) -> float:
-        """Seconds the compute stream waited for communication at ops inside ``call`` (its children's too)."""
-        return sum(s.waited for s in self.spans if s.waited and _inside(s.op.call, call))
+        """Seconds the compute stream waited for communication at ops inside ``call`` (its children's too; the
+        root call also gets the ``tail``)."""
+        waited = sum(s.waited for s in self.spans if s.waited and _inside(s.op.call, call))
+        return waited + (self.tail if call.parent is None else 0.0)
 
     def communication_in(self, call: Call) -> float:
         """Seconds of the collectives issued inside ``call`` (its children's too)."""
@@ -151,7 +158,8 @@ def timeline(graph: Graph, op_seconds: Callable[[Op], float],
                 if end > ready:
                     ready, blocker = end, w.op.index
             seconds = float(op_seconds(op))
-            span = Span(op, COMPUTE, ready, ready + seconds, waited=ready - clock)
+            waited_for = graph.ops[blocker] if ready > clock and blocker is not None else None
+            span = Span(op, COMPUTE, ready, ready + seconds, waited=ready - clock, waited_for=waited_for)
             exposed += ready - clock
             compute += seconds
             clock = span.end
@@ -160,8 +168,9 @@ def timeline(graph: Graph, op_seconds: Callable[[Op], float],
         spans.append(span)
         by_op[op.index] = span
     total = max((s.end for s in spans), default=0.0)
+    tail = max(0.0, total - clock)  # the step ends when its last collective does
     path = _critical_path(spans, why, total)
-    return Timeline(tuple(spans), total, compute, communication, exposed, tuple(s.op for s in path), by_op)
+    return Timeline(tuple(spans), total, compute, communication, exposed + tail, tuple(s.op for s in path), tail, by_op)
 
 
 def _first_touch(op: Op) -> Op | None:
@@ -211,5 +220,5 @@ def measured_timeline(graph: Graph) -> Timeline | None:
             compute += seconds
         else:
             communication += seconds
-    return Timeline(tuple(spans), clock, compute, communication, communication, tuple(s.op for s in spans),
+    return Timeline(tuple(spans), clock, compute, communication, communication, tuple(s.op for s in spans), 0.0,
                     {s.op.index: s for s in spans})
