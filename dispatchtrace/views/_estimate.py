@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..graph import PHASES, Call, Op, is_collective
 from ._attention import regions
-from ._costs import costs
 from ._collectives import Collective
+from ._costs import costs
 from ._estimate_comms import Cluster, cluster_of, price_collectives, schedule_seconds
 from ._estimate_metrics import show_estimate
 from ._kernels import Bytes, op_work
