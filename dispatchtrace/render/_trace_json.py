@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..graph import Group
-from ..views import measured_timeline
+from ..views import measured_timeline, shown_estimate
 
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op
@@ -35,14 +35,17 @@ _KERNEL_NAMES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_s
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TraceOptions:
-    """What a trace takes: the ``estimate`` whose schedule it draws (``g.estimate(spec)``); without one, a timed
-    capture's measured times (``capture(timing=True)``)."""
+    """What a trace takes: the ``estimate`` whose schedule it draws (``g.estimate(spec)``; without one, the last
+    estimate made of the capture, else a timed capture's measured times: ``capture(timing=True)``)."""
 
     estimate: Any = None
 
 
 def timeline_of(graph: Graph, estimate: Any) -> tuple[Timeline, dict[str, Any]]:
-    """The schedule a trace draws and the device it ran (or would run) on: the estimate's, else the measured times."""
+    """The schedule a trace draws and the device it ran (or would run) on: the estimate given, else the last one
+    made of the capture (``g.estimate(spec)``, ``--estimate``), else the measured times of a timed capture."""
+    if estimate is None:
+        estimate = shown_estimate(graph)
     if estimate is not None:
         timeline = getattr(estimate, "timeline", None)
         if timeline is None:

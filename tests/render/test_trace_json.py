@@ -88,3 +88,33 @@ def test_holistic_trace_analysis_reads_our_overlap_and_breakdown(tmp_path):
         assert row["kernel_time(us)"] == pytest.approx(t.total * 1e6, abs=1)
         assert row["idle_time(us)"] == pytest.approx(0.0, abs=1)
     assert ours[1].exposed == pytest.approx(3.5 * MS)
+
+
+def test_render_writes_the_estimate_s_trace_and_the_last_estimate_is_the_default(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    with dt.capture(model) as g:
+        model(torch.ones(8, 64))
+    with pytest.raises(ValueError, match=r"a trace needs times: pass estimate=g.estimate\('h100'\)"):
+        g.render(tmp_path / "none.trace.json")
+    assert not (tmp_path / "none.trace.json").exists()
+    est = g.estimate("a100-80gb")
+    g.render(tmp_path / "a.trace.json", estimate=est)
+    g.estimate("h100")  # the capture's views show the last estimate: the trace too
+    g.render(tmp_path / "h.trace.json")
+    a, h = (json.loads((tmp_path / f"{k}.trace.json").read_text()) for k in "ah")
+    assert a["deviceProperties"][0]["name"].startswith("NVIDIA A100") and h["deviceProperties"][0]["name"].startswith("NVIDIA H100")
+    assert a["dispatchtrace"]["step_seconds"] == pytest.approx(est.total)
+    kernels = [e for e in a["traceEvents"] if e.get("cat") == "kernel"]
+    assert sum(e["dur"] for e in kernels) == pytest.approx(est.total * 1e6, abs=0.01)
+
+
+def test_a_timed_capture_writes_its_measured_timeline(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+    with dt.capture(model, timing=True) as g:
+        model(torch.ones(8, 64))
+    g.render(tmp_path / "m.trace.json")
+    d = json.loads((tmp_path / "m.trace.json").read_text())
+    assert d["dispatchtrace"]["source"] == "measured"
+    kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
+    assert {e["args"]["op"] for e in kernels} >= {"addmm", "relu"}
+    assert sum(e["dur"] for e in kernels) == pytest.approx(sum(op.time or 0 for op in g.ops) * 1e6, abs=0.01)
