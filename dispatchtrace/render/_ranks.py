@@ -112,7 +112,7 @@ def _estimates_section(est: RankEstimates | None) -> str:
         return ""
     rows = []
     for row in est.rows():
-        cls = ' class="slowest"' if row["slowest"] and len(est) > 1 else ""
+        cls = ' class="slowest"' if row["slowest"] and est.skew > 0 else ""
         cells = [str(row["rank"]), *(f"{row[k] * 1e3:.3f} ms" for k in ("step", "compute", "communication", "exposed")),
                  f"{100 * row['overlap']:.1f}%"]
         rows.append(f'<tr{cls} data-rank="{row["rank"]}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")

@@ -72,7 +72,7 @@ class RankEstimates:
                  f"(rank {self.slowest}), skew {_time(self.skew)}",
                  f"{'rank':>5}  {'step':>10}  {'compute':>10}  {'comm':>10}  {'exposed':>10}  hidden"]
         for row in rows:
-            mark = "  <- slowest" if row["slowest"] and len(rows) > 1 else ""
+            mark = "  <- slowest" if row["slowest"] and self.skew > 0 else ""
             lines.append(f"{row['rank']:>5}  {_time(row['step']):>10}  {_time(row['compute']):>10}  "
                          f"{_time(row['communication']):>10}  {_time(row['exposed']):>10}  {100 * row['overlap']:5.1f}%{mark}")
         return "\n".join(lines)
