@@ -57,7 +57,7 @@ def timeline_of(graph: Graph, estimate: Any) -> tuple[Timeline, dict[str, Any]]:
     timeline = measured_timeline(graph)
     if timeline is None:
         raise ValueError("a trace needs times: pass estimate=g.estimate('h100') (or any spec), or capture with "
-                         "dt.capture(model, timing=True)")
+                         "dt.capture(model, timing=True) (on the command line: --estimate SPEC or --time)")
     return timeline, {"name": "measured on the capture's device", "totalGlobalMem": 0, "source": "measured"}
 
 
