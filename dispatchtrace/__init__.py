@@ -23,11 +23,12 @@ from .recording import capture
 from .render import write_diff, write_ranks
 from .replay import verify
 from .serialize import load, load_ranks, rank_path
-from .views import Metric, diff, register_metric, unregister_metric
+from .views import Estimate, Metric, RankEstimates, diff, estimate_ranks, register_metric, unregister_metric
 
 __all__ = [
-    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError",
-    "Graph", "KeepBudgetError", "LintError", "Metric", "ModelError", "ModelTooLargeError", "NoValuesError",
-    "NotKeptError", "Op", "ReplayError", "SavedError", "SpecError", "TensorRef", "capture", "diff", "load",
-    "load_ranks", "rank_path", "register_metric", "unregister_metric", "verify", "write_diff", "write_ranks",
+    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Estimate",
+    "FormatError", "Graph", "KeepBudgetError", "LintError", "Metric", "ModelError", "ModelTooLargeError",
+    "NoValuesError", "NotKeptError", "Op", "RankEstimates", "ReplayError", "SavedError", "SpecError", "TensorRef",
+    "capture", "diff", "estimate_ranks", "load", "load_ranks", "rank_path", "register_metric", "unregister_metric",
+    "verify", "write_diff", "write_ranks",
 ]

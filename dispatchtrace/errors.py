@@ -72,7 +72,7 @@ class NoValuesError(ValueError):
 
 
 class SpecError(ValueError):
-    """A device specification that cannot be used: an unknown built-in name (the message suggests close
-    names), a spec file that is not valid JSON or a field that takes something else (the message names the
-    field and what it takes). List the built-ins with ``dt.DeviceSpec.names()``; measure this machine with
-    ``dispatchtrace calibrate -o spec.json``."""
+    """A device specification or interconnect that cannot be used: an unknown built-in name (the message
+    suggests close names), a spec file that is not valid JSON or a field that takes something else (the
+    message names the field and what it takes), a collective the spec's links cannot place. List the
+    built-ins with ``dt.DeviceSpec.names()``; measure this machine with ``dispatchtrace calibrate -o spec.json``."""

@@ -6,7 +6,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 from ..errors import NotKeptError
-from ._records import Call, Op, PhaseView, Saved, new_call
+from ._records import Call, Op, Phase, PhaseView, Saved, new_call
 from ._stats import Stats
 from ._tensors import TensorRef
 from .lint import lint as _lint
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import torch.nn as nn
     from typing_extensions import Unpack  # (typing's from Python 3.11)
 
+    from ..hardware import DeviceSpec, Link
     from ..render import DotOptions, RenderOptions
     from ..replay import Constants
     from ..views import (
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         CollapsedGraph,
         Collectives,
         Costs,
+        Estimate,
         Memory,
         NonFinite,
         NonFiniteKind,
@@ -162,6 +164,15 @@ class Graph:
         from ..views import costs
 
         return costs(self)
+
+    def estimate(self, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_per_node: int | None = None,
+                 intra_node: Link | str | None = None, inter_node: Link | str | None = None) -> Estimate:
+        """How long each op and call would take on a device (a built-in name such as ``"h100"``, a ``DeviceSpec``
+        or a JSON spec's path), collectives priced on its links with ``ranks_per_node`` ranks to a node and the
+        step played as a schedule; see ``views/_estimate.py`` and ``docs/timeline.md``."""
+        from ..views import estimate
+
+        return estimate(self, spec, ranks_per_node=ranks_per_node, intra_node=intra_node, inter_node=inter_node)
 
     def memory(self) -> Memory:
         """Bytes saved for backward per call, live bytes per op and the peak (cached); see ``views/_memory.py``."""

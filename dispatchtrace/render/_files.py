@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._formats import format_of, subject_of
 
@@ -69,7 +69,9 @@ def write_diff(d: Diff, path: str | os.PathLike[str], *, title: str | None = Non
     return render(d, path, title=title)
 
 
-def write_ranks(ranks: Mapping[int, Graph], path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+def write_ranks(ranks: Mapping[int, Graph], path: str | os.PathLike[str], *, title: str | None = None,
+                estimate: Any = None) -> Path:
     """Write the page for ``ranks`` (``{rank: Graph}``, as ``dt.load_ranks`` returns) to ``path`` (``.html``):
-    ``render(ranks, path, title=title)``."""
-    return render(ranks, path, title=title)
+    ``render(ranks, path, title=title, estimate=estimate)``; ``estimate`` (a spec, or what ``dt.estimate_ranks``
+    returned) adds each rank's estimated step and exposed communication."""
+    return render(ranks, path, title=title, estimate=estimate)

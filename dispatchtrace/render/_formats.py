@@ -17,7 +17,7 @@ second JSON-based format registers its own name and a longer suffix. Formats of 
 share a suffix (the viewer, the diff page and the ranks page are all ``.html``).
 
 >>> [f.name for f in formats()]
-['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html']
+['svg', 'pdf', 'png', 'dot', 'tree', 'capture', 'model-explorer', 'html', 'trace', 'chakra']
 >>> for_path("model.gv").name, for_path("trace.JSON").name, for_path("model.mx.json").name, for_path("model.jpg")
 ('dot', 'capture', 'model-explorer', None)
 >>> for_path("d.html", DIFF).name, for_path("r.html", RANKS).name, [f.name for f in formats(None)][-2:]
@@ -37,12 +37,14 @@ from ..graph import Depth as Depth  # re-exported: what ``depth`` accepts, in ev
 from ..graph import Graph
 from ..serialize import save
 from ..views import Diff
+from . import _chakra as chakra
 from . import _diagram as diagram
 from . import _diff_page as diff_page
 from . import _html as html
 from . import _model_explorer as model_explorer
 from . import _ranks as ranks
 from . import _text as text
+from . import _trace_json as trace_json
 
 OptionsT = TypeVar("OptionsT")
 
@@ -220,7 +222,7 @@ def _diff(d: Diff, o: diff_page.DiffOptions) -> bytes:
     return diff_page.diff_page(d, title=o.title).encode()
 
 
-def _ranks(r: Mapping[int, Graph], o: html.HtmlOptions) -> bytes:
+def _ranks(r: Mapping[int, Graph], o: ranks.RanksOptions) -> bytes:
     return ranks.ranks_page(r, o).encode()
 
 
@@ -236,7 +238,10 @@ register(Format("model-explorer", (".mx.json",), model_explorer.model_explorer, 
                 "Google Model Explorer's graph JSON", "application/json"))
 register(Format("html", (".html", ".htm"), html.write, html.HtmlOptions, "the interactive viewer, one self-contained page",
                 "text/html"))
+register(Format("trace", (".trace.json",), trace_json.write, trace_json.TraceOptions,
+                "a rank's step as Chrome trace events: Perfetto, chrome://tracing, Holistic Trace Analysis", "application/json"))
+register(Format("chakra", (".et",), chakra.write, chakra.ChakraOptions, "a rank's step as a Chakra execution trace, for ASTRA-sim"))
 register(Format("diff", (".html", ".htm"), _diff, diff_page.DiffOptions, "the page of a diff, one self-contained page",
                 "text/html", DIFF))
-register(Format("ranks", (".html", ".htm"), _ranks, html.HtmlOptions, "a tab per rank and their collectives aligned",
+register(Format("ranks", (".html", ".htm"), _ranks, ranks.RanksOptions, "a tab per rank and their collectives aligned",
                 "text/html", RANKS))

@@ -21,9 +21,10 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..views import agreement_key, mismatch, sequences
+from ..views import RankEstimates, agreement_key, estimate_ranks, mismatch, sequences
 from ._html import HtmlOptions, page
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ iframe.rank { width: 100%; height: 70vh; border: 0; border-bottom: 1px solid #cc
 iframe.rank.on { display: block; }
 section#collectives { padding: 8px; } table { border-collapse: collapse; margin-bottom: 12px; }
 td, th { border: 1px solid #ccc; padding: 2px 6px; vertical-align: top; font-family: ui-monospace, monospace; font-size: 12px; }
-tr.differ td { background: #ffe3e0; } tr.first td { background: #ffb3aa; }
+tr.differ td { background: #ffe3e0; } tr.first td { background: #ffb3aa; } tr.slowest td { font-weight: bold; }\nsection#estimates { padding: 8px; }
 .note { color: #666; } #verdict.bad { color: #b00; font-weight: bold; } #verdict.good { color: #060; }
 """
 
@@ -101,8 +102,36 @@ def _table(group: dict[str, Any]) -> str:
             + "\n".join(rows) + "\n</table>")
 
 
+def _estimates_section(est: RankEstimates | None) -> str:
+    """Each rank's estimated step and exposed communication, the slowest rank marked (``dt.estimate_ranks``)."""
+    if est is None:
+        return ""
+    rows = []
+    for row in est.rows():
+        cls = ' class="slowest"' if row["slowest"] and est.skew > 0 else ""
+        cells = [str(row["rank"]), *(f"{row[k] * 1e3:.3f} ms" for k in ("step", "compute", "communication", "exposed")),
+                 f"{100 * row['overlap']:.1f}%"]
+        rows.append(f'<tr{cls} data-rank="{row["rank"]}">' + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    spec = next(iter(est.estimates.values())).spec
+    head = "".join(f"<th>{h}</th>" for h in ("rank", "step", "compute", "communication", "exposed", "hidden"))
+    return (f'<section id="estimates"><h2>Estimated step on {html.escape(spec.title or spec.name)}: '
+            f"{est.step * 1e3:.3f} ms (rank {est.slowest}), skew {est.skew * 1e3:.3f} ms</h2>\n"
+            f"<table><tr>{head}</tr>\n" + "\n".join(rows) + "\n</table></section>\n")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RanksOptions(HtmlOptions):
+    """What the ranks page takes: each rank's viewer's options, and ``estimate`` (a spec such as ``"h100"``, or
+    what ``dt.estimate_ranks`` returned): each rank's estimated step and exposed communication, the slowest rank
+    and the skew, at the top."""
+
+    estimate: Any = None
+
+
 def ranks_page(ranks: Mapping[int, Graph], o: HtmlOptions) -> str:
-    """The whole page as text."""
+    """The whole page as text (with ``RanksOptions.estimate``: each rank's estimated step above the collectives)."""
+    given = getattr(o, "estimate", None)
+    estimates = given if isinstance(given, RankEstimates) or given is None else estimate_ranks(ranks, given)
     if not ranks:
         raise ValueError("no rank captures to show; load them with dt.load_ranks('trace.rank*.json')")
     p = ranks_payload(ranks)
@@ -116,7 +145,7 @@ def ranks_page(ranks: Mapping[int, Graph], o: HtmlOptions) -> str:
     data = json.dumps(p, separators=(",", ":")).replace("<", "\\u003c")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
             f"<title>{title} · {len(p['ranks'])} ranks · dispatchtrace</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-            f'<nav id="rank-bar"><strong>{title}</strong> {buttons}</nav>\n{frames}\n'
+            f'<nav id="rank-bar"><strong>{title}</strong> {buttons}</nav>\n{frames}\n{_estimates_section(estimates)}'
             f'<section id="collectives"><h2>Collectives by group, aligned by position</h2>\n{verdict}\n{tables}\n</section>\n'
             f'<script type="application/json" id="dt-ranks">{data}</script>\n'
             f"<script>{_SCRIPT}dtRank({p['ranks'][0]});</script>\n</body></html>\n")

@@ -160,7 +160,7 @@ def test_registering_a_taken_name_or_suffix_is_refused(shout: Format[_ShoutOptio
         formats.register(Format("mx", (".json",), _shout, _ShoutOptions, "x"))
     with pytest.raises(ValueError, match="start with a dot"):
         formats.register(Format("bad", ("MX.JSON",), _shout, _ShoutOptions, "x"))
-    assert [f.name for f in formats.formats()] == ["svg", "pdf", "png", "dot", "tree", "capture", "model-explorer", "html", "shout"]
+    assert [f.name for f in formats.formats()] == ["svg", "pdf", "png", "dot", "tree", "capture", "model-explorer", "html", "trace", "chakra", "shout"]
 
 
 def test_notebook_shows_the_registry_formats(cool: dt.Graph, shout: Format[_ShoutOptions],
@@ -234,12 +234,12 @@ def test_the_diff_and_the_ranks_pages_are_formats_of_their_own_subjects(cool: dt
 
 
 def test_unknown_suffix_lists_the_supported_ones(cool: dt.Graph, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"\.svg, \.pdf, \.png, \.dot, \.gv, \.txt, \.json, \.mx\.json, \.html, \.htm \(or name it: format= one of svg"):
+    with pytest.raises(ValueError, match=r"\.svg, \.pdf, \.png, \.dot, \.gv, \.txt, \.json, \.mx\.json, \.html, \.htm, \.trace\.json, \.et \(or name it: format= one of svg"):
         cool.render(tmp_path / "cool.jpg")
     with pytest.raises(ValueError, match="suffix"):
         cool.render(tmp_path / "cool")
     assert not list(tmp_path.iterdir())
-    assert formats.suffixes() == (".svg", ".pdf", ".png", ".dot", ".gv", ".txt", ".json", ".mx.json", ".html", ".htm")
+    assert formats.suffixes() == (".svg", ".pdf", ".png", ".dot", ".gv", ".txt", ".json", ".mx.json", ".html", ".htm", ".trace.json", ".et")
 
 
 @needs_dot
