@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python benchmarks/estimate.py [--quick] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
 
-1. ``dt.hardware.calibrate("cpu", threads=1)`` measures this machine (what ``dispatchtrace calibrate`` runs),
+1. ``dt.DeviceSpec.calibrate("cpu", threads=1)`` measures this machine (what ``dispatchtrace calibrate`` runs),
    unless ``--spec`` gives a spec file it wrote.
 2. Each model runs twice uncaptured (warm-up), then once inside ``dt.capture(model, timing=True)``: every op's
    own wall-clock time (``op.time``).
@@ -212,10 +212,8 @@ def main() -> None:
     if args.spec:
         spec = dt.DeviceSpec.load(args.spec)
     else:
-        from dispatchtrace.hardware import calibrate
-
         t0 = time.perf_counter()
-        spec = calibrate("cpu", threads=1, quick=args.quick)
+        spec = dt.DeviceSpec.calibrate("cpu", threads=1, quick=args.quick)
         print(f"calibrated in {time.perf_counter() - t0:.0f} s: {spec!r}")
     for name in args.rows:
         report(row(name, spec))
