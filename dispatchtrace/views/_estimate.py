@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,7 @@ class Estimate:
     """
 
     spec: DeviceSpec
-    graph: Graph
+    _graph: weakref.ref[Graph] = field(repr=False)
     times: tuple[float, ...]
     bounds: tuple[Bound, ...]
     roofline: tuple[float, ...]
@@ -61,6 +62,14 @@ class Estimate:
     their bytes moved, so possibly too fast."""
     _self: dict[int, dict[str, float]] = field(repr=False)
     _incl: dict[int, dict[str, float]] = field(repr=False)
+
+    @property
+    def graph(self) -> Graph:
+        """The capture this estimate is of (held weakly: the views keep a capture's estimate while it lives)."""
+        graph = self._graph()
+        if graph is None:
+            raise ReferenceError("the capture this estimate is of is gone: keep the graph while its estimate is used")
+        return graph
 
     @property
     def total(self) -> float:
@@ -272,6 +281,6 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimat
         into = incl.setdefault(id(parent), {})
         for p, t in incl[id(call)].items():
             into[p] = into.get(p, 0.0) + t
-    est = Estimate(device, graph, tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl)
+    est = Estimate(device, weakref.ref(graph), tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl)
     show_estimate(graph, est)  # the views of the capture show the estimate last made of it
     return est

@@ -251,3 +251,19 @@ def test_measured_beside_estimated_and_in_every_view(tmp_path) -> None:
     assert '"est_time"' in (tmp_path / "g.mx.json").read_text()
     dt.views.forget_estimate(g)
     assert "Est. time" not in str(g.summary())
+
+
+def test_estimate_of_a_loaded_capture_and_no_leak(tmp_path) -> None:
+    import gc
+    import weakref
+
+    g = _llama_step(seq=256, layers=1)
+    est = g.estimate("h200")
+    g.save(tmp_path / "step.json")
+    loaded = dt.load(tmp_path / "step.json")
+    again = loaded.estimate("h200")
+    assert math.isclose(again.total, est.total) and len(regions(loaded)) == 1
+    ref = weakref.ref(loaded)
+    del loaded, again
+    gc.collect()
+    assert ref() is None  # the views' hold on the last estimate keeps no capture alive
