@@ -53,6 +53,9 @@ COPY = frozenset({
     "im2col", "col2im", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "narrow_copy", "_pad_circular",
 })
 """Ops that only move or fill bytes: copies, concatenation, gathers and scatters, padding, fills."""
+GATHER = frozenset({"embedding", "index_select", "gather", "index", "_unsafe_index", "take", "masked_select",
+                    "_embedding_bag"})
+"""Ops that read rows of a source picked by indices: they read as many bytes of it as they return."""
 FREE = frozenset({"empty", "empty_strided", "new_empty", "new_empty_strided", "empty_like", "resize_", "set_",
                   "lift_fresh", "alias", "detach", "_local_scalar_dense", "record_stream", "_assert_async",
                   "_assert_tensor_metadata", "sym_constrain_range_for_size", "_functional_sym_constrain_range"})
@@ -60,6 +63,11 @@ FREE = frozenset({"empty", "empty_strided", "new_empty", "new_empty_strided", "e
 ELEMENTWISE = frozenset({"native_dropout", "native_dropout_backward", "bernoulli", "bernoulli_", "normal_", "uniform_",
                          "exponential_", "random_", "rand", "randn", "rand_like", "randn_like", "randint", "randperm",
                          "_fused_dropout", "_masked_scale", "gelu_backward", "silu_backward", "_prelu_kernel"})
+
+
+def _name(target: str) -> str:
+    """``embedding`` of ``aten.embedding.default``."""
+    return target.partition(".")[2].partition(".")[0]
 
 
 @lru_cache(maxsize=4096)
@@ -142,11 +150,16 @@ class Bytes:
         return (best or 0) * size
 
     def moved(self, op: Op) -> int:
-        """Inputs read plus outputs and in-place writes, each tensor once."""
+        """Inputs read plus outputs and in-place writes, each tensor once; a gather (``embedding``,
+        ``index_select``, ...) reads only the rows it returns, not its whole source."""
         seen: set[int] = set()
         total = 0
         of = self.of
-        for r in op.inputs:
+        inputs = op.inputs
+        if inputs and op.outputs and _name(op.target) in GATHER:
+            seen.add(inputs[0].id)  # the source: embedding's weight, index_select's self, ...
+            total += sum(of(r) for r in op.outputs)  # the rows read: as many bytes as the result
+        for r in inputs:
             if r.id not in seen:
                 seen.add(r.id)
                 total += of(r)

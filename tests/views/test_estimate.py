@@ -267,3 +267,13 @@ def test_estimate_of_a_loaded_capture_and_no_leak(tmp_path) -> None:
     del loaded, again
     gc.collect()
     assert ref() is None  # the views' hold on the last estimate keeps no capture alive
+
+
+def test_a_gather_reads_the_rows_it_returns() -> None:
+    emb = nn.Embedding(50000, 1024)
+    with dt.capture(emb) as g:
+        emb(torch.zeros(1, 8, dtype=torch.int64))
+    est = g.estimate("h100")
+    op = g.find_ops("aten.embedding*")[0]
+    rows = 8 * 1024 * 4
+    assert est.roofline[op.index] == (2 * rows + 8 * 8) / est.spec.memory_bandwidth  # not the 205 MB table
