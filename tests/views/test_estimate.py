@@ -277,3 +277,19 @@ def test_a_gather_reads_the_rows_it_returns() -> None:
     op = g.find_ops("aten.embedding*")[0]
     rows = 8 * 1024 * 4
     assert est.roofline[op.index] == (2 * rows + 8 * 8) / est.spec.memory_bandwidth  # not the 205 MB table
+
+
+def test_fake_and_empty_captures() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        lin = nn.Linear(1024, 1024)
+        x = torch.randn(64, 1024)
+        with dt.capture(lin) as g:
+            lin(x)
+    est = g.estimate("b200")
+    assert est.total > 0 and est.bound(g.find_ops("aten.addmm*")[0]) in ("compute", "overhead")
+    with dt.capture() as empty:
+        pass
+    none = empty.estimate("h100")
+    assert none.total == 0 and none.phases == {} and "0 s" in str(none).splitlines()[0]
