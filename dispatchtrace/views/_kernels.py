@@ -65,6 +65,10 @@ ELEMENTWISE = frozenset({"native_dropout", "native_dropout_backward", "bernoulli
                          "_fused_dropout", "_masked_scale", "gelu_backward", "silu_backward", "_prelu_kernel"})
 
 
+MEMORY_BOUND = frozenset({"elementwise", "reduction", "copy"})
+"""The classes charged by their bytes alone: the time of a few operations per element is within the bytes'."""
+
+
 def _name(target: str) -> str:
     """``embedding`` of ``aten.embedding.default``."""
     return target.partition(".")[2].partition(".")[0]
@@ -175,7 +179,8 @@ def op_work(op: Op, costs: Costs, nbytes: Bytes) -> Work:
     cls = "free" if op.is_view else work_class(op.target)
     if cls == "free":
         return Work("free", "", 0, 0)
-    flops = costs.op(op).flops
+    # memory-bound classes never read their FLOPs (and a decomposition, batch norm's, costs ms to count)
+    flops = None if cls in MEMORY_BOUND else costs.op(op).flops
     if cls == "attention":
         flops = attention_flops(op)
     elif op.target == "aten._native_multi_head_attention.default":
