@@ -1,6 +1,6 @@
 """Estimated against measured time on this CPU, one thread, in one run: calibrate, a timed capture, the estimate.
 
-Run: .venv/bin/python benchmarks/estimate.py [--quick] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
+Run: .venv/bin/python benchmarks/estimate.py [--quick] [--repeat 3] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
 
 1. ``dt.DeviceSpec.calibrate("cpu", threads=1)`` measures this machine (what ``dispatchtrace calibrate`` runs),
    unless ``--spec`` gives a spec file it wrote.
@@ -87,9 +87,6 @@ def gpt2() -> tuple[torch.nn.Module, Callable[[], Any]]:
 ROWS = {"resnet50": resnet50, "vit_b_16": vit_b_16, "gpt2": gpt2}
 
 
-REPEAT = 3
-
-
 def least_times(model: torch.nn.Module, run: Callable[[], Any], repeat: int) -> dt.Graph:
     """``repeat`` timed captures of ``run()``; the last, each op's time set to its least over them (as calibrate
     takes the least of its repeats: the machine's other work only ever slows a timing down)."""
@@ -131,11 +128,11 @@ def upstream_total(g: dt.Graph, spec: dt.DeviceSpec) -> float:
     return total
 
 
-def row(name: str, spec: dt.DeviceSpec) -> dict[str, Any]:
+def row(name: str, spec: dt.DeviceSpec, repeat: int = 3) -> dict[str, Any]:
     model, run = ROWS[name]()
     for _ in range(2):
         run()
-    g = least_times(model, run, REPEAT)
+    g = least_times(model, run, repeat)
     t0 = time.perf_counter()
     est = g.estimate(spec)
     seconds = time.perf_counter() - t0
@@ -205,6 +202,7 @@ def main() -> None:
     parser.add_argument("--spec", help="a spec JSON from dispatchtrace calibrate (default: calibrate now)")
     parser.add_argument("--quick", action="store_true", help="calibrate's quick plan")
     parser.add_argument("--decoder", type=int, default=0, help="time g.estimate on this many decoder layers")
+    parser.add_argument("--repeat", type=int, default=3, help="timed captures per model (each op's least time)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
@@ -216,7 +214,7 @@ def main() -> None:
         spec = dt.DeviceSpec.calibrate("cpu", threads=1, quick=args.quick)
         print(f"calibrated in {time.perf_counter() - t0:.0f} s: {spec!r}")
     for name in args.rows:
-        report(row(name, spec))
+        report(row(name, spec, args.repeat))
     if args.decoder:
         decoder_speed(args.decoder)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
