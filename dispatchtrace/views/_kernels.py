@@ -51,6 +51,8 @@ COPY = frozenset({
     "full_like", "scalar_tensor", "arange", "lift_fresh_copy", "_copy_from", "_copy_from_and_resize", "masked_select",
     "nonzero", "where", "index_add", "index_add_", "index_copy", "index_fill", "put", "take", "unfold_backward",
     "im2col", "col2im", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "narrow_copy", "_pad_circular",
+    "slice_backward", "select_backward", "diagonal_backward", "as_strided_backward", "unbind_backward",
+    "index_select_backward", "gather_backward", "_unsafe_index_put", "index_put_backward",
 })
 """Ops that only move or fill bytes: copies, concatenation, gathers and scatters, padding, fills."""
 GATHER = frozenset({"embedding", "index_select", "gather", "index", "_unsafe_index", "take", "masked_select",

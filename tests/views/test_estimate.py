@@ -293,3 +293,23 @@ def test_fake_and_empty_captures() -> None:
         pass
     none = empty.estimate("h100")
     assert none.total == 0 and none.phases == {} and "0 s" in str(none).splitlines()[0]
+
+
+@pytest.mark.parametrize("mask", ["bool", "float", "none"])
+def test_math_path_regions_with_masks_and_dropout(mask: str) -> None:
+    q, k, v = (torch.randn(2, 4, 64, 32, device="meta", dtype=torch.float16) for _ in range(3))
+    attn_mask = {"bool": torch.ones(64, 64, dtype=torch.bool, device="meta"),
+                 "float": torch.zeros(2, 1, 64, 64, dtype=torch.float16, device="meta"), "none": None}[mask]
+    with dt.capture() as g:
+        x = q * 2  # the user's op just before: not the kernel's
+        y = F.scaled_dot_product_attention(x, k, v, attn_mask=attn_mask, dropout_p=0.1 if mask == "none" else 0.0)
+        z = y + 1
+    (r,) = regions(g)
+    assert g.ops[r.start - 1].outputs[0].shape == x.shape and g.ops[r.start - 1].target == "aten.mul.Tensor"
+    assert g.ops[r.stop].target == "aten.add.Tensor" and g.ops[r.stop].outputs[0].shape == z.shape
+    assert not r.causal and r.flops == 4 * 2 * 4 * 64 * 64 * 32 and r.dtype == "float16"
+    qkv = 3 * 2 * 4 * 64 * 32 * 2
+    extra = {"bool": 64 * 64, "float": 2 * 64 * 64 * 2, "none": 0}[mask]
+    assert r.nbytes == qkv + qkv // 3 + extra  # q, k, v, the output, the mask as passed
+    est = g.estimate("h100")
+    assert [op.index for op in g.ops[r.start:r.stop] if est.time(op)] == [r.start]
