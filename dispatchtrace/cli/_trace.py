@@ -74,14 +74,15 @@ def run(argv: Sequence[str]) -> int:
         raise CliError("--phase backward: there is no backward phase in this capture; add --train to capture a training step")
     if graph.notes:  # what the capture could not see (a scripted module's calls): one line
         print("dispatchtrace: note: " + " ".join(graph.notes), file=sys.stderr)
+    estimate = graph.estimate(spec) if spec is not None else None  # before the views: they show it
     if args.summary:
         print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
     if (not args.output and not args.summary) or args.tree:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
                       phase=args.phase))
     write_outputs(graph, args, stdout=not (args.tree or args.summary))
-    if spec is not None:
-        print(graph.estimate(spec))
+    if estimate is not None:
+        print(estimate)
     if args.values == "stats":
         _nonfinite(graph)
     return 0
