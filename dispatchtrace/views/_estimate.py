@@ -64,6 +64,11 @@ class Estimate:
     _incl: dict[int, dict[str, float]] = field(repr=False)
 
     @property
+    def unsure_calls(self) -> tuple[Call, ...]:
+        """The calls an unsure op belongs to (where it ran, or the forward call of a backward op), in order."""
+        return tuple(dict.fromkeys(_owner(op) for op in self.unsure))
+
+    @property
     def graph(self) -> Graph:
         """The capture this estimate is of (held weakly: the views keep a capture's estimate while it lives)."""
         graph = self._graph()

@@ -148,7 +148,7 @@ def test_ops_without_a_formula_are_said_and_never_free() -> None:
     est = g.estimate("a100-80gb")
     op = g.ops[0]
     assert op.target == "dt_test.mystery.default" and work_class(op.target) == "other"
-    assert est.unsure == (op,)
+    assert est.unsure == (op,) and est.unsure_calls == (g.root,)
     assert est.time(op) >= 2 * 256 * 256 * 4 / est.spec.memory_bandwidth + est.spec.launch_overhead
     assert est.bound(op) in ("memory", "overhead")
     assert "Unsure: 1 ops have no FLOP formula (dt_test.mystery.default)" in str(est)
