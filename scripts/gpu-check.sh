@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA checks on one GPU, in under 5 minutes: the tests marked `cuda` (tests/test_cuda.py), the
-# overhead benchmark's rows on cuda, and a short report in markdown ($REPORT, default
+# The CUDA checks on one GPU, in under 5 minutes: the tests marked `cuda` (tests/test_cuda.py), a quick
+# `dispatchtrace calibrate` held against the part's built-in spec, the overhead benchmark's rows on cuda, and a short report in markdown ($REPORT, default
 # gpu-check-report.md, or $OUT/gpu-check-report.md where $OUT is set, as on a lent device machine).
 #
 #   bash scripts/gpu-check.sh            # PYTHON=/path/to/python to use another interpreter
@@ -40,7 +40,31 @@ tests=$?
   echo '```'
 } >> "$REPORT"
 
-# 2. the overhead table on cuda (each run synchronized), with a cpu row of the same process to compare
+# 2. calibrate this GPU (quick, about 30 s) and hold the measured peaks against the part's datasheet spec
+SPEC="$(dirname "$REPORT")/gpu-spec.json"
+timeout 120 "$PY" -m dispatchtrace calibrate --device cuda --quick -q -o "$SPEC" > /dev/null 2>> "$LOG"
+cal=$?
+{
+  echo
+  echo "## dispatchtrace calibrate --device cuda --quick: exit $cal (the spec: $(basename "$SPEC"))"
+  echo
+  [ "$cal" -eq 0 ] && "$PY" - "$SPEC" 2>&1 <<'PY' | head -20
+import sys, torch, dispatchtrace as dt
+got = dt.DeviceSpec.load(sys.argv[1])
+name = sys.argv[2] if len(sys.argv) > 2 else torch.cuda.get_device_name()
+sheet = dt.DeviceSpec.for_device(name)
+print(f"measured on {name}; datasheet spec: {sheet.name if sheet else 'none for this part'}\n")
+print("| | measured | datasheet | measured / datasheet |\n|---|---|---|---|")
+rows = [(f"{k} matmul, TFLOP/s", got.peak(k) / 1e12, sheet.peak(k) / 1e12 if sheet and sheet.peak(k) else None)
+        for k in ("float64", "float32", "tfloat32", "bfloat16", "float16") if got.peak(k)]
+rows.append(("bandwidth, GB/s", got.memory_bandwidth / 1e9, sheet.memory_bandwidth / 1e9 if sheet else None))
+rows.append(("per-op launch, us", got.launch_overhead * 1e6, sheet.launch_overhead * 1e6 if sheet else None))
+for label, m, d in rows:
+    print(f"| {label} | {m:.4g} | {'-' if d is None else f'{d:.4g}'} | {'-' if d is None else f'{m / d:.2f}'} |")
+PY
+} >> "$REPORT"
+
+# 3. the overhead table on cuda (each run synchronized), with a cpu row of the same process to compare
 left=$(( 280 - ($(date +%s) - start) ))
 if [ "$left" -gt 30 ]; then
   bench="$(timeout "$left" "$PY" benchmarks/overhead.py --repeat 5 --decoder \
@@ -57,4 +81,5 @@ fi
 echo >> "$REPORT"
 echo "- took $(( $(date +%s) - start )) s" >> "$REPORT"
 cat "$REPORT"
-exit $tests
+[ "$tests" -ne 0 ] && exit "$tests"
+exit "$cal"

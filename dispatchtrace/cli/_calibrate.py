@@ -18,11 +18,11 @@ from ._errors import ArgumentParser, CliError
 def parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="dispatchtrace calibrate",
-        description="Measure this machine's CPU or GPU: matmul FLOP/s per dtype, 3x3 convolutions, attention, "
+        description="Measure this machine's CPU or GPU: matmul FLOP/s per dtype, convolutions, attention, "
         "memory-bound kernels (elementwise, copies, reductions) at several sizes, and the per-op overhead. "
         "Prints the device spec they make (dense peaks, bandwidth, overhead, efficiency by op class and size) "
         "and writes it as JSON with -o, for g.estimate(path) and --estimate PATH. CUDA events time a GPU, the "
-        "wall clock the CPU. About 10 s on a CPU (--quick: about 3 s).",
+        "wall clock the CPU. About 9 s on a CPU at one thread (--quick: about 3 s).",
         examples=["dispatchtrace calibrate -o cpu.json --threads 1",
                   "dispatchtrace calibrate --device cuda -o gpu.json",
                   "dispatchtrace calibrate --show h100", "dispatchtrace calibrate --show cpu.json"],
@@ -62,9 +62,10 @@ def run(argv: Sequence[str]) -> int:
                 print(f"calibrate: measured in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     except SpecError as e:
         raise CliError(str(e)) from None
+    if args.output is not None:
+        spec.save(args.output)  # before printing: a closed stdout (| head) loses no measurement
     print(spec)
     if args.output is not None:
-        spec.save(args.output)
         print(f"\nwrote {args.output}")
     return 0
 

@@ -32,7 +32,7 @@ CURVES = ("stated model, not measured: fraction = top * x / (x + x_half) per op 
           "FlashAttention-3's 75% on H100)")
 MEMORY_CURVES = ("stated model, not measured: fraction = top * bytes / (bytes + b_half), b_half = 1.5 us at the "
                  "bandwidth (3 us for reductions); top {top} for copies and elementwise ops (STREAM-like kernels "
-                 "reach 80-90% of HBM bandwidth), 0.8 of that for reductions")
+                 "reach 80-90% of HBM bandwidth), 0.8 of that for reductions and pooling")
 
 
 def _curves(peak: float, bandwidth: float, *, matmul: float = 0.8, attention: float = 0.5,
@@ -48,6 +48,7 @@ def _curves(peak: float, bandwidth: float, *, matmul: float = 0.8, attention: fl
         "copy": Efficiency.saturating(memory, bandwidth * 1.5e-6),
         "elementwise": Efficiency.saturating(memory, bandwidth * 1.5e-6),
         "reduction": Efficiency.saturating(0.8 * memory, bandwidth * 3e-6),
+        "pooling": Efficiency.saturating(0.8 * memory, bandwidth * 3e-6),
         "matmul": Efficiency.saturating(0.85 * memory, bandwidth * 1.5e-6),
         "convolution": Efficiency.saturating(0.8 * memory, bandwidth * 1.5e-6),
         "attention": Efficiency.saturating(0.8 * memory, bandwidth * 1.5e-6),
@@ -155,8 +156,9 @@ BUILT_IN: dict[str, DeviceSpec] = {
         300e9, 24 * GiB, datasheet=L4 + " (GDDR6, 300 GB/s)",
         intra=Link(name="PCIe Gen4 x16", bandwidth=32e9, latency=5.7e-6,
                    source=f"{L4}: PCIe Gen4 x16 64 GB/s both directions; latency: {NCCL_LAT} (PCI)"),
-        inter=_nic(100, "Ethernet", "assumed: a 100 Gb/s node network (e.g. a cloud VM with 8 L4s) shared by "
-                                    "8 GPUs is 12.5 Gb/s each; this link says 100 Gb/s per GPU as an upper bound"),
+        inter=Link(name="100 Gb/s Ethernet shared by 8 GPUs", bandwidth=100 / 8 / 8 * 1e9, latency=14e-6,
+                   source="assumed: a 100 Gb/s node network (a cloud VM with 8 L4s) shared by its 8 GPUs, "
+                          f"12.5 Gb/s each; latency: {NCCL_LAT} (NET)"),
         matmul=0.6, memory_top=0.85,
         notes={"peak_flops.float64": "not in the datasheet: FP32 / 64 (CUDA C++ Programming Guide, arithmetic "
                                      "throughput, compute capability 8.9: 2 FP64 vs 128 FP32 results per clock per SM)",

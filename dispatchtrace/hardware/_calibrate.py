@@ -4,7 +4,6 @@ kernels, per-op overhead) at several sizes, so that its efficiency curves come f
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import platform
 import socket
@@ -43,7 +42,9 @@ CUDA = {False: Plan(5, 2e-3, 0.3, 28, (128, 256, 512, 1024, 2048, 4096, 8192)),
 
 
 class Clock:
-    """Seconds per call of ``fn`` run ``k`` times back to back: the wall clock on the CPU."""
+    """Seconds per call of ``fn`` run ``k`` times back to back (``k`` at most ``most``): the wall clock on the CPU."""
+
+    most = 10_000
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -59,8 +60,11 @@ class Clock:
 
 
 class CudaClock(Clock):
-    """CUDA events around ``k`` calls queued behind a large matmul, so the GPU runs them back to back and the
-    events time the kernels alone, not their launches (the per-op overhead is measured apart)."""
+    """CUDA events around ``k`` calls queued behind some milliseconds of matmuls, so the GPU runs them back to
+    back and the events time the kernels alone, not their launches (the per-op overhead is measured apart);
+    ``k`` stays small enough (``most``) for the queue not to run dry while the host launches them."""
+
+    most = 100
 
     def __init__(self, device: torch.device) -> None:
         super().__init__(device)
@@ -68,7 +72,7 @@ class CudaClock(Clock):
 
     def per_call(self, fn: Callable[[], Any], k: int) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for _ in range(4):  # some milliseconds of work ahead of the timed calls: the CPU gets ahead
+        for _ in range(8):  # some milliseconds of work ahead of the timed calls: the CPU gets ahead
             self._filler @ self._filler
         start.record()
         for _ in range(k):
@@ -125,7 +129,8 @@ def calibrate(device: str | torch.device | None = None, *, threads: int | None =
     details = {"peak_flops": f"{source}: the best aten.mm rate of each dtype over square sizes",
                "memory_bandwidth": f"{source}: the best rate of the memory-bound kernels (on a CPU, in cache)",
                "launch_overhead": f"{source}: aten.add of one element, per call",
-               "compute_efficiency": f"{source}: {primary} matmul, 3x3 convolution and SDPA rates over the peak"}
+               "compute_efficiency": f"{source}: {primary} matmul, convolution (3x3 and 1x1) and SDPA rates over the "
+                                     "peak"}
     return fit(samples, name=name or f"{host}-{dev.type}", title=_title(dev, threads), overhead=overhead,
                included=0.0 if dev.type == "cuda" else overhead, memory=_memory(dev), primary=primary, source=source,
                details=details)
@@ -136,28 +141,30 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     cuda = dev.type == "cuda"
     dtypes = ["float32", "tfloat32", "bfloat16", "float16", "float64"] if cuda else ["float32", "bfloat16", "float64"]
     for dtype in dtypes:
-        previous = 0.0, 1
+        last = 0.0  # FLOP/s of the size before: rates fall with size where a dtype has no blocked kernel
         for n in plan.matmul:
-            if previous[0] * (n / previous[1]) ** 3 > plan.cap:  # the next size would take too long
+            if n > 256 and 2.0 * n**3 > plan.cap * last:  # this size would take too long at the last rate
                 break
             dt = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
             a, b = torch.randn(n, n, device=dev, dtype=dt), torch.randn(n, n, device=dev, dtype=dt)
             with _tf32(cuda and dtype == "tfloat32"):
                 s = _measure(clock, plan, lambda a=a, b=b: aten.mm.default(a, b))
-            previous = s, n
+            last = 2.0 * n**3 / s
             yield Sample(kernel=f"mm {dtype} {n}x{n}x{n}", op_class="matmul", dtype=dtype, size=2.0 * n**3, seconds=s,
                          step=n)
     primary = torch.bfloat16 if cuda else torch.float32
     name = str(primary).removeprefix("torch.")
     batch = 8 if cuda else 1
     for c, hw in ((8, 28), (16, 28), (32, 28), (64, 56), (128, 28), (256, 14), (512, 7)) + (((512, 28),) if cuda else ()):
-        x = torch.randn(batch, c, hw, hw, device=dev, dtype=primary)
-        w = torch.randn(c, c, 3, 3, device=dev, dtype=primary)
-        flops = 2.0 * batch * c * c * hw * hw * 9
-        s = _measure(clock, plan, lambda x=x, w=w: aten.convolution.default(
-            x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1))
-        yield Sample(kernel=f"conv3x3 {name} {batch}x{c}x{hw}x{hw}", op_class="convolution", dtype=name, size=flops,
-                     seconds=s, step=round(math.log2(flops)))
+        # a bottleneck's three shapes at one step: 3x3 c->c, 1x1 4c->c, 1x1 c->4c (ResNet's stage shapes among them)
+        for k, cin, cout in ((3, c, c), (1, 4 * c, c), (1, c, 4 * c)):
+            x = torch.randn(batch, cin, hw, hw, device=dev, dtype=primary)
+            w = torch.randn(cout, cin, k, k, device=dev, dtype=primary)
+            pad = [k // 2, k // 2]
+            s = _measure(clock, plan, lambda x=x, w=w, pad=pad: aten.convolution.default(
+                x, w, None, [1, 1], pad, [1, 1], False, [0, 0], 1))
+            yield Sample(kernel=f"conv{k}x{k} {name} {batch}x{cin}x{hw}x{hw} -> {cout}", op_class="convolution",
+                         dtype=name, size=2.0 * batch * cin * cout * hw * hw * k * k, seconds=s, step=c * 1000 + hw)
     heads, dim = (16, 128) if cuda else (8, 64)
     for length in (256, 1024, 4096) if cuda else (64, 128, 256, 512):
         q, k, v = (torch.randn(batch, heads, length, dim, device=dev, dtype=primary) for _ in range(3))
@@ -191,8 +198,10 @@ def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
             ("layer_norm", "reduction", 2 * nb, partial(aten.native_layer_norm.default, m, [cols], ones, zeros, 1e-5)),
             ("batch_norm (eval)", "reduction", 2 * 4 * img.numel(),
              partial(aten._native_batch_norm_legit_no_training.default, img, chans, chans, chans, chans, 0.1, 1e-5)),
-            ("max_pool2d 3x3/2", "reduction", 4 * img.numel() + (4 + 8) * img.numel() / 4,
+            ("max_pool2d 3x3/2", "pooling", 4 * img.numel() + (4 + 8) * img.numel() / 4,
              partial(aten.max_pool2d_with_indices.default, img, [3, 3], [2, 2], [1, 1])),
+            ("avg_pool2d 3x3/2", "pooling", 4 * img.numel() * (1 + 1 / 4),
+             partial(aten.avg_pool2d.default, img, [3, 3], [2, 2], [1, 1])),
         ]
         for kernel, op_class, nbytes, fn in kernels:
             s = _measure(clock, plan, fn)
@@ -206,7 +215,7 @@ def _measure(clock: Clock, plan: Plan, fn: Callable[[], Any]) -> float:
     fn()
     clock.sync()
     once = clock.per_call(fn, 1)
-    k = max(1, min(10_000, int(plan.target / max(once, 1e-7))))
+    k = max(1, min(clock.most, int(plan.target / max(once, 1e-7))))
     return min(clock.per_call(fn, k) for _ in range(plan.repeat))
 
 

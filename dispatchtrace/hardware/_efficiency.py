@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ..errors import SpecError
 
 #: the op classes a spec's efficiency curves are keyed by; a class a spec has no curve for uses "other"
-OP_CLASSES = ("matmul", "convolution", "attention", "elementwise", "reduction", "copy", "other")
+OP_CLASSES = ("matmul", "convolution", "attention", "elementwise", "reduction", "pooling", "copy", "other")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

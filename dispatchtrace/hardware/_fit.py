@@ -41,9 +41,9 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     A sample's busy time is its seconds less ``included`` (the overhead inside the clock's reading: the
     per-op overhead on the CPU, 0 for CUDA events), at least 5% of them. Each dtype's peak is its best matmul
     rate and the bandwidth the best rate of any memory-bound kernel, both over the samples that took at least
-    twice ``included`` (where the overhead is not most of the reading); a curve's point is a sample's rate
+    ten times ``included`` (where the overhead is a small part of the reading); a curve's point is a sample's rate
     over that peak (at most 1), the memory-bound kernels of one class at one ladder step merged by their
-    median. ``primary`` is the dtype whose matmul, convolution and attention samples make the compute curves
+    median (as are the convolutions of one step). ``primary`` is the dtype whose matmul, convolution and attention samples make the compute curves
     (float32 on the CPU, bfloat16 on CUDA).
 
     >>> ladder = [Sample(kernel="mm", op_class="matmul", dtype="float32", size=2e9, seconds=0.01001, step=1),
@@ -58,7 +58,7 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
         return max(s.seconds - included, 0.05 * s.seconds)
 
     def best(mine: list[Sample]) -> float:
-        steady = [s for s in mine if s.seconds >= 2 * included] or mine
+        steady = [s for s in mine if s.seconds >= 10 * included] or mine
         return float(f"{max(s.size / busy(s) for s in steady):.4g}")
 
     peaks = {dtype: best([s for s in samples if s.op_class == "matmul" and s.dtype == dtype])
@@ -71,7 +71,7 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
             compute[op_class] = _curve([(s.size, s.size / busy(s) / peaks[primary], s.step) for s in mine])
     compute["other"] = compute["matmul"]
     memory_curves: dict[str, Efficiency] = {}
-    for op_class in ("elementwise", "copy", "reduction"):
+    for op_class in ("elementwise", "copy", "reduction", "pooling"):
         mine = [s for s in samples if s.op_class == op_class]
         if mine:
             memory_curves[op_class] = _curve([(s.size, s.size / busy(s) / bandwidth, s.step) for s in mine])

@@ -68,6 +68,8 @@ class DeviceSpec:
         if not isinstance(self.title, str):
             raise SpecError(f"title takes a string, not {self.title!r}")
         peaks = _mapping(self.peak_flops, "peak_flops")
+        if not peaks:
+            raise SpecError("peak_flops takes at least one dtype's rate ({'float32': 1e12, ...}), not none")
         for key, value in peaks.items():
             if key not in DTYPES:
                 raise SpecError(f"peak_flops takes dtype names as torch spells them ('float32', 'bfloat16', ...), "
@@ -102,10 +104,16 @@ class DeviceSpec:
     def __hash__(self) -> int:
         return hash(json.dumps(self.to_dict(), sort_keys=True))
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle and deepcopy through JSON's values (mappingproxy pickles not)
+        return (_from_dict, (self.to_dict(),))
+
     def __repr__(self) -> str:
-        bf16 = self.peak("bfloat16") or self.peak("float32") or 0.0
-        return (f"DeviceSpec({self.name!r}: {bf16 / 1e12:g} TFLOP/s {'bf16' if self.peak('bfloat16') else 'f32'}, "
-                f"{self.memory_bandwidth / 1e9:g} GB/s, launch {self.launch_overhead * 1e6:g} us)")
+        from ._describe import _si
+
+        rates = [(self.peak_flops[k], k) for k in ("bfloat16", "float32", "float16") if k in self.peak_flops]
+        rate, dtype = max(rates or [(v, k) for k, v in self.peak_flops.items()], key=lambda r: r[0])
+        return (f"DeviceSpec({self.name!r}: {_si(rate)}FLOP/s {dtype}, {_si(self.memory_bandwidth)}B/s, "
+                f"launch {self.launch_overhead * 1e6:.3g} us)")
 
     def __str__(self) -> str:
         from ._describe import describe
@@ -192,7 +200,7 @@ class DeviceSpec:
                   repeat: int | None = None, name: str | None = None, log: Callable[[str], None] | None = None,
                   ) -> DeviceSpec:
         """Measure the device at hand (``"cpu"``, ``"cuda"``; default CUDA when there is one): matmul per dtype,
-        3x3 convolutions, SDPA, memory-bound kernels (elementwise, copies, reductions) at several sizes and the
+        convolutions (3x3 and 1x1), SDPA, memory-bound kernels (elementwise, copies, reductions) at several sizes and the
         per-op overhead, into a spec whose efficiency curves come from the measurement (``dispatchtrace
         calibrate``; CUDA events on a GPU, the wall clock on the CPU with ``threads`` threads, by default
         torch's current number). ``quick`` runs fewer sizes; ``log`` gets one line per kernel measured."""
@@ -216,6 +224,10 @@ class DeviceSpec:
         return for_device(device_name)
 
 
+def _from_dict(data: dict[str, Any]) -> DeviceSpec:
+    return DeviceSpec.from_dict(data)
+
+
 def spec_of(spec: str | os.PathLike[str] | DeviceSpec) -> DeviceSpec:
     """What ``g.estimate(spec)`` accepts, as a ``DeviceSpec``: a built-in name (``"h100"``), a path to a spec
     JSON, or a ``DeviceSpec`` (returned as it is).
@@ -233,6 +245,8 @@ def spec_of(spec: str | os.PathLike[str] | DeviceSpec) -> DeviceSpec:
     if isinstance(spec, str):
         from ._builtin import is_named
 
+        if not spec.strip():
+            raise SpecError("a device spec is a built-in name ('h100') or a path to a spec JSON, not an empty string")
         if is_named(spec):
             return DeviceSpec.named(spec)
         if spec.lower().endswith(".json") or os.sep in spec or Path(spec).exists():

@@ -6,7 +6,7 @@ efficiency curve of the device spec (``hardware.OP_CLASSES``): from the op's nam
 ``pointwise`` and ``reduction`` tags; an op none of these knows is ``"other"``.
 
 >>> work_class("aten.addmm.default"), work_class("aten.max_pool2d_with_indices.default")
-('matmul', 'reduction')
+('matmul', 'pooling')
 >>> work_class("aten.relu.default"), work_class("aten.cat.default"), work_class("aten.empty.memory_format")
 ('elementwise', 'copy', 'free')
 >>> work_class("aten.my_custom_op.default")
@@ -41,7 +41,7 @@ REDUCTION = frozenset({
     "nll_loss2d_forward", "nll_loss2d_backward", "embedding_dense_backward", "_embedding_bag",
     "_embedding_bag_backward", "mse_loss", "mse_loss_backward", "cross_entropy_loss", "kthvalue", "median",
 })
-"""Ops that reduce along a dimension or over a window: softmax, norms, losses, pooling (``*pool*``), scans."""
+"""Ops that reduce along a dimension: softmax, norms, losses, scans (pooling, ``*pool*``, is a class of its own)."""
 COPY = frozenset({
     "copy_", "_to_copy", "clone", "contiguous", "cat", "stack", "index_select", "gather", "embedding", "index",
     "_unsafe_index", "index_put", "index_put_", "_index_put_impl_", "scatter", "scatter_", "scatter_add",
@@ -67,7 +67,7 @@ ELEMENTWISE = frozenset({"native_dropout", "native_dropout_backward", "bernoulli
                          "_fused_dropout", "_masked_scale", "gelu_backward", "silu_backward", "_prelu_kernel"})
 
 
-MEMORY_BOUND = frozenset({"elementwise", "reduction", "copy"})
+MEMORY_BOUND = frozenset({"elementwise", "reduction", "pooling", "copy"})
 """The classes charged by their bytes alone: the time of a few operations per element is within the bytes'."""
 
 
@@ -92,7 +92,9 @@ def work_class(target: str) -> str:
         return "convolution"
     if name.startswith("_foreach_") or name.startswith("_fused_adam") or name.startswith("_fused_sgd"):
         return "elementwise"  # one launch over all the lists' tensors
-    if name in REDUCTION or "pool" in name:
+    if "pool" in name:  # a window reduction: reads its whole input (its own curve: CPUs run it far slower)
+        return "pooling"
+    if name in REDUCTION:
         return "reduction"
     if name in COPY or name.startswith(("upsample_", "reflection_pad", "replication_pad")) or name.endswith("_copy"):
         return "copy"

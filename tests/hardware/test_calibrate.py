@@ -22,7 +22,7 @@ def _check_measured(spec: dt.DeviceSpec, threads: int) -> None:
     assert set(spec.memory_efficiency) == set(OP_CLASSES)
     for op_class in ("matmul", "convolution", "attention"):
         assert len(spec.compute_efficiency[op_class].points) >= 3
-    for op_class in ("elementwise", "copy", "reduction"):
+    for op_class in ("elementwise", "copy", "reduction", "pooling"):
         assert len(spec.memory_efficiency[op_class].points) >= 5
     assert max(f for _, f in spec.compute_efficiency["matmul"].points) == 1.0  # the peak is one of its points
     source = spec.sources["peak_flops"]
@@ -49,7 +49,7 @@ def test_the_default_calibration_on_two_threads():
     spec = dt.DeviceSpec.calibrate("cpu", threads=2, log=lines.append, name="here")
     assert spec.name == "here" and len(lines) > 100
     _check_measured(spec, 2)
-    assert len(spec.compute_efficiency["matmul"].points) == 6  # 32 .. 1024, unless a size ran past the cap
+    assert len(spec.compute_efficiency["matmul"].points) >= 4  # 32 .. 256 always, up to 1024 within the cap
 
 
 def _sample(op_class: str, size: float, seconds: float, step: int, dtype: str = "bfloat16") -> Sample:

@@ -93,6 +93,15 @@ def test_json_round_trip(tmp_path, name):
     assert json.loads(path.read_text())["format"] == "dispatchtrace-devicespec"
 
 
+def test_pickle_and_deepcopy():
+    import copy
+    import pickle
+
+    spec = BUILT_IN["mi300x"]
+    assert pickle.loads(pickle.dumps(spec)) == spec and copy.deepcopy(spec) == spec
+    assert dataclasses.replace(spec, name="mine").peak_flops == spec.peak_flops
+
+
 def test_a_hand_written_spec(tmp_path):
     path = tmp_path / "mine.json"
     path.write_text(json.dumps({"name": "mine", "peak_flops": {"bfloat16": 100e12}, "memory_bandwidth": 1e12,
@@ -106,6 +115,7 @@ def test_a_hand_written_spec(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     ({"memory_bandwidth": "3 TB/s"}, "memory_bandwidth takes a positive number of bytes per second, not '3 TB/s'"),
     ({"peak_flops": {"bf16": 1e12}}, "peak_flops takes dtype names .* not 'bf16' \\(did you mean 'bfloat16'\\?\\)"),
+    ({"peak_flops": {}}, "peak_flops takes at least one dtype's rate"),
     ({"peak_flops": {"bfloat16": -1}}, "peak_flops\\['bfloat16'\\] takes a positive number of FLOP/s, not -1"),
     ({"launch_overhead": None}, "launch_overhead takes a number of seconds >= 0, not None"),
     ({"compute_efficiency": {"matmul": [[1e9, 1.5]]}}, "compute_efficiency\\['matmul'\\]: .* fraction takes a number in \\(0, 1\\], not 1.5"),
@@ -160,6 +170,8 @@ def test_unknown_names_suggest_close_ones():
         dt.DeviceSpec.named("tpu-v5")
     with pytest.raises(dt.SpecError, match="not int"):
         spec_of(3)
+    with pytest.raises(dt.SpecError, match="not an empty string"):
+        spec_of(" ")
 
 
 @pytest.mark.parametrize(("reported", "name"), [
