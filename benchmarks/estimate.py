@@ -158,11 +158,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"calls >= {SHARE:.0%} of the step: {len(ratios)}, within +-20%: {inside}"
           + (f", ratio range {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""))
     print("\n| call | share | estimated | measured | est/meas | bound |\n|---|---:|---:|---:|---:|---|")
-    from dispatchtrace.views._estimate_text import dominant_bound
-
     for call, e, m in r["calls"]:
         print(f"| {call.label} | {m / measured:.1%} | {e * 1e3:.3f} ms | {m * 1e3:.3f} ms | {e / m:.2f} | "
-              f"{dominant_bound(est, call)} |")
+              f"{est.dominant_bound(call)} |")
     print("\nby op class (estimated / measured):", ", ".join(
         f"{cls} {e * 1e3:.2f}/{m * 1e3:.2f} ms" for cls, (e, m) in sorted(by_class(r["graph"], est).items(),
                                                                             key=lambda kv: -kv[1][1])))

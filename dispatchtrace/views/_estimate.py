@@ -62,6 +62,9 @@ class Estimate:
     their bytes moved, so possibly too fast."""
     _self: dict[int, dict[str, float]] = field(repr=False)
     _incl: dict[int, dict[str, float]] = field(repr=False)
+    _measured: dict[int, dict[str, float]] = field(repr=False)  # inclusive measured seconds by phase
+    _bounds: dict[int, dict[str, float]] = field(repr=False)  # inclusive estimated seconds by bound
+    _roofs: dict[int, dict[str, float]] = field(repr=False)  # inclusive roofline seconds ("all")
 
     @property
     def unsure_calls(self) -> tuple[Call, ...]:
@@ -126,14 +129,27 @@ class Estimate:
         (``dt.capture(model, timing=True)``); ``None`` when nothing in it was timed."""
         if isinstance(item, Op):
             return _op_time(item) if phase is None or item.phase == phase else None
-        total, seen = 0.0, False
-        for op in _owned(self.graph, item):
-            if phase is not None and op.phase != phase:
-                continue
-            t = _op_time(op)
-            if t is not None:
-                total, seen = total + t, True
-        return total if seen else None
+        row = self._row(self._measured, item)
+        if phase is not None:
+            return row.get(phase)
+        return sum(row.values()) if row else None
+
+    def dominant_bound(self, call: Call) -> Bound:
+        """The bound of the ops that take most of a call's estimated time (``"free"`` for a call with none)."""
+        row = self._row(self._bounds, call)
+        return max(row, key=row.__getitem__) if row else "free"
+
+    def roofline_time(self, call: Call) -> float:
+        """The roofline seconds of a call's ops (datasheet peak and bandwidth, no launch cost), inclusive."""
+        return self._row(self._roofs, call).get("all", 0.0)
+
+    def _row(self, table: dict[int, dict[str, float]], call: Call) -> dict[str, float]:
+        row = table.get(id(call))
+        if row is None:
+            if call is not self.graph.root:
+                raise ValueError(f"{call.label} is not a call of the capture this estimate is of")
+            return {}
+        return row
 
     @property
     def timed(self) -> bool:
@@ -188,18 +204,28 @@ def _owner(op: Op) -> Call:
     return op.call
 
 
-def _owned(graph: Graph, call: Call) -> list[Op]:
-    below = {id(c) for c in _calls_below(call)}
-    return [op for op in graph.ops if id(_owner(op)) in below]
+Table = dict[int, dict[str, float]]
+"""``id(call) -> {key: seconds}``: a sum over the ops a call owns, by a key (phase, bound)."""
 
 
-def _calls_below(call: Call) -> list[Call]:
-    out, todo = [], [call]
-    while todo:
-        c = todo.pop()
-        out.append(c)
-        todo.extend(x for x in c.children if isinstance(x, Call))
-    return out
+def _rolled(graph: Graph, owners: list[Call], values: list[float] | list[float | None], keys: list[str]
+            ) -> tuple[Table, Table]:
+    """Each call's own and inclusive sums of ``values`` by ``keys`` (one of each per op, ``None`` left out)."""
+    own: Table = {id(c): {} for c in graph.calls}
+    own[id(graph.root)] = {}
+    for owner, v, k in zip(owners, values, keys, strict=True):
+        if v:
+            row = own.setdefault(id(owner), {})
+            row[k] = row.get(k, 0.0) + v
+    incl = {c: dict(row) for c, row in own.items()}
+    for call in reversed(graph.calls):  # children entered after their parents: add each to its parent
+        parent = call.parent
+        if parent is None:
+            continue
+        into = incl.setdefault(id(parent), {})
+        for k, v in incl[id(call)].items():
+            into[k] = into.get(k, 0.0) + v
+    return own, incl
 
 
 def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimate:
@@ -272,20 +298,14 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec) -> Estimat
             unsure.append(op)
         times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes)
 
-    own: dict[int, dict[str, float]] = {id(c): {} for c in graph.calls}
-    own[id(graph.root)] = {}
-    for op, t in zip(ops, times, strict=True):
-        if t:
-            row = own.setdefault(id(_owner(op)), {})
-            row[op.phase] = row.get(op.phase, 0.0) + t
-    incl = {k: dict(v) for k, v in own.items()}
-    for call in reversed(graph.calls):  # children entered after their parents: add each to its parent
-        parent = call.parent
-        if parent is None:
-            continue
-        into = incl.setdefault(id(parent), {})
-        for p, t in incl[id(call)].items():
-            into[p] = into.get(p, 0.0) + t
-    est = Estimate(device, weakref.ref(graph), tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl)
+    owners = [_owner(op) for op in ops]
+    phases = [op.phase for op in ops]
+    own, incl = _rolled(graph, owners, times, phases)
+    measured = [_op_time(op) for op in ops]
+    _, measured_incl = _rolled(graph, owners, measured, phases)
+    _, bound_incl = _rolled(graph, owners, times, bounds)
+    _, roof_incl = _rolled(graph, owners, roof, ["all"] * n)
+    est = Estimate(device, weakref.ref(graph), tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure),
+                   own, incl, measured_incl, bound_incl, roof_incl)
     show_estimate(graph, est)  # the views of the capture show the estimate last made of it
     return est
