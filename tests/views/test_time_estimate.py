@@ -249,6 +249,8 @@ def test_measured_beside_estimated_and_in_every_view(tmp_path) -> None:
     assert "Est. time" in str(g.summary()) and "Bound" in str(g.summary())
     g.render(tmp_path / "g.mx.json")
     assert '"est_time"' in (tmp_path / "g.mx.json").read_text()
+    g.render(tmp_path / "g.html")  # the viewer's details and colour modes list the registry's metrics
+    assert '"est_time","label":"estimated time"' in (tmp_path / "g.html").read_text()
     dt.views.forget_estimate(g)
     assert "Est. time" not in str(g.summary())
 
