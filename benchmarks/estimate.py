@@ -1,8 +1,8 @@
 """Estimated against measured time on this CPU, one thread, in one run: calibrate, a timed capture, the estimate.
 
-Run: .venv/bin/python benchmarks/estimate.py [--quick] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
+Run: .venv/bin/python benchmarks/estimate.py [--device cpu|cuda] [--quick] [--repeat 3] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
 
-1. ``dt.hardware.calibrate("cpu", threads=1)`` measures this machine (what ``dispatchtrace calibrate`` runs),
+1. ``dt.DeviceSpec.calibrate("cpu", threads=1)`` measures this machine (what ``dispatchtrace calibrate`` runs),
    unless ``--spec`` gives a spec file it wrote.
 2. Each model runs twice uncaptured (warm-up), then once inside ``dt.capture(model, timing=True)``: every op's
    own wall-clock time (``op.time``).
@@ -15,6 +15,9 @@ Run: .venv/bin/python benchmarks/estimate.py [--quick] [--rows resnet50 vit_b_16
    of every input and output, the larger of the two, nothing for views and creation ops, no launch cost).
 5. ``--decoder N``: the seconds ``g.estimate`` takes on the N-layer Llama-405B-shaped decoder on meta
    (``benchmarks/overhead.py``'s; 64 layers is about 12k ops), median of 3.
+
+``--device cuda`` does the same on a GPU (calibrate and the timed captures with CUDA events), for
+``scripts/gpu-check.sh`` when a GPU is lent.
 
 Rows: ``resnet50`` (torchvision, weights=None, 1x3x224x224 forward), ``vit_b_16`` (torchvision, 1x3x224x224
 forward), ``gpt2`` (transformers GPT-2 small widths, 4 layers, 1x256 tokens: forward, loss, backward, AdamW step).
@@ -41,11 +44,11 @@ HERE = Path(__file__).resolve().parent
 SHARE = 0.03
 
 
-def resnet50() -> tuple[torch.nn.Module, Callable[[], Any]]:
+def resnet50(device: str) -> tuple[torch.nn.Module, Callable[[], Any]]:
     import torchvision
 
-    model = torchvision.models.resnet50(weights=None).eval()
-    x = torch.randn(1, 3, 224, 224)
+    model = torchvision.models.resnet50(weights=None).eval().to(device)
+    x = torch.randn(1, 3, 224, 224, device=device)
 
     def run() -> Any:
         with torch.no_grad():
@@ -53,11 +56,11 @@ def resnet50() -> tuple[torch.nn.Module, Callable[[], Any]]:
     return model, run
 
 
-def vit_b_16() -> tuple[torch.nn.Module, Callable[[], Any]]:
+def vit_b_16(device: str) -> tuple[torch.nn.Module, Callable[[], Any]]:
     import torchvision
 
-    model = torchvision.models.vit_b_16(weights=None).eval()
-    x = torch.randn(1, 3, 224, 224)
+    model = torchvision.models.vit_b_16(weights=None).eval().to(device)
+    x = torch.randn(1, 3, 224, 224, device=device)
 
     def run() -> Any:
         with torch.no_grad():
@@ -65,15 +68,15 @@ def vit_b_16() -> tuple[torch.nn.Module, Callable[[], Any]]:
     return model, run
 
 
-def gpt2() -> tuple[torch.nn.Module, Callable[[], Any]]:
+def gpt2(device: str) -> tuple[torch.nn.Module, Callable[[], Any]]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     config = GPT2Config(n_layer=4, n_embd=768, n_head=12, n_positions=256, vocab_size=50257,
                         attn_implementation="sdpa")
-    model = GPT2LMHeadModel(config).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, config.vocab_size, (1, 256))
+    model = GPT2LMHeadModel(config).train().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)  # foreach on CUDA, a loop per parameter on the CPU
+    ids = torch.randint(0, config.vocab_size, (1, 256), device=device)
 
     def run() -> Any:
         loss = model(input_ids=ids, labels=ids).loss
@@ -85,9 +88,6 @@ def gpt2() -> tuple[torch.nn.Module, Callable[[], Any]]:
 
 
 ROWS = {"resnet50": resnet50, "vit_b_16": vit_b_16, "gpt2": gpt2}
-
-
-REPEAT = 3
 
 
 def least_times(model: torch.nn.Module, run: Callable[[], Any], repeat: int) -> dt.Graph:
@@ -131,11 +131,11 @@ def upstream_total(g: dt.Graph, spec: dt.DeviceSpec) -> float:
     return total
 
 
-def row(name: str, spec: dt.DeviceSpec) -> dict[str, Any]:
-    model, run = ROWS[name]()
+def row(name: str, spec: dt.DeviceSpec, repeat: int = 3, device: str = "cpu") -> dict[str, Any]:
+    model, run = ROWS[name](device)
     for _ in range(2):
         run()
-    g = least_times(model, run, REPEAT)
+    g = least_times(model, run, repeat)
     t0 = time.perf_counter()
     est = g.estimate(spec)
     seconds = time.perf_counter() - t0
@@ -161,11 +161,9 @@ def report(r: dict[str, Any]) -> None:
     print(f"calls >= {SHARE:.0%} of the step: {len(ratios)}, within +-20%: {inside}"
           + (f", ratio range {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""))
     print("\n| call | share | estimated | measured | est/meas | bound |\n|---|---:|---:|---:|---:|---|")
-    from dispatchtrace.views._estimate_text import dominant_bound
-
     for call, e, m in r["calls"]:
         print(f"| {call.label} | {m / measured:.1%} | {e * 1e3:.3f} ms | {m * 1e3:.3f} ms | {e / m:.2f} | "
-              f"{dominant_bound(est, call)} |")
+              f"{est.dominant_bound(call)} |")
     print("\nby op class (estimated / measured):", ", ".join(
         f"{cls} {e * 1e3:.2f}/{m * 1e3:.2f} ms" for cls, (e, m) in sorted(by_class(r["graph"], est).items(),
                                                                             key=lambda kv: -kv[1][1])))
@@ -205,6 +203,8 @@ def main() -> None:
     parser.add_argument("--spec", help="a spec JSON from dispatchtrace calibrate (default: calibrate now)")
     parser.add_argument("--quick", action="store_true", help="calibrate's quick plan")
     parser.add_argument("--decoder", type=int, default=0, help="time g.estimate on this many decoder layers")
+    parser.add_argument("--repeat", type=int, default=3, help="timed captures per model (each op's least time)")
+    parser.add_argument("--device", default="cpu", help="cpu (one thread) or cuda (CUDA events; scripts/gpu-check.sh)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
@@ -212,13 +212,11 @@ def main() -> None:
     if args.spec:
         spec = dt.DeviceSpec.load(args.spec)
     else:
-        from dispatchtrace.hardware import calibrate
-
         t0 = time.perf_counter()
-        spec = calibrate("cpu", threads=1, quick=args.quick)
+        spec = dt.DeviceSpec.calibrate(args.device, threads=1 if args.device == "cpu" else None, quick=args.quick)
         print(f"calibrated in {time.perf_counter() - t0:.0f} s: {spec!r}")
     for name in args.rows:
-        report(row(name, spec))
+        report(row(name, spec, args.repeat, args.device))
     if args.decoder:
         decoder_speed(args.decoder)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")

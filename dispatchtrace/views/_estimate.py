@@ -20,6 +20,7 @@ True
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,7 @@ class Estimate:
     """
 
     spec: DeviceSpec
-    graph: Graph
+    _graph: weakref.ref[Graph] = field(repr=False)
     times: tuple[float, ...]
     bounds: tuple[Bound, ...]
     roofline: tuple[float, ...]
@@ -65,6 +66,9 @@ class Estimate:
     their bytes moved, so possibly too fast."""
     _self: dict[int, dict[str, float]] = field(repr=False)
     _incl: dict[int, dict[str, float]] = field(repr=False)
+    _measured: dict[int, dict[str, float]] = field(repr=False)  # inclusive measured seconds by phase
+    _bounds: dict[int, dict[str, float]] = field(repr=False)  # inclusive estimated seconds by bound
+    _roofs: dict[int, dict[str, float]] = field(repr=False)  # inclusive roofline seconds ("all")
     timeline: Timeline = field(repr=False)
     """The step as a schedule (``views/_timeline.py``): compute in order, each collective on its group's stream
     from issue to wait; what ``total``, ``exposed``, ``overlap`` and ``critical_path`` read."""
@@ -72,6 +76,19 @@ class Estimate:
     """Where the ranks sit and the links collectives were priced on (``views/_estimate_comms.py``)."""
     collectives: dict[int, tuple[Collective, CollectiveCost]] = field(repr=False)
     """Op index -> each collective and its price (kind, algorithm, protocol, nodes, the bounding link)."""
+
+    @property
+    def unsure_calls(self) -> tuple[Call, ...]:
+        """The calls an unsure op belongs to (where it ran, or the forward call of a backward op), in order."""
+        return tuple(dict.fromkeys(_owner(op) for op in self.unsure))
+
+    @property
+    def graph(self) -> Graph:
+        """The capture this estimate is of (held weakly: the views keep a capture's estimate while it lives)."""
+        graph = self._graph()
+        if graph is None:
+            raise ReferenceError("the capture this estimate is of is gone: keep the graph while its estimate is used")
+        return graph
 
     @property
     def total(self) -> float:
@@ -148,14 +165,27 @@ class Estimate:
         (``dt.capture(model, timing=True)``); ``None`` when nothing in it was timed."""
         if isinstance(item, Op):
             return _op_time(item) if phase is None or item.phase == phase else None
-        total, seen = 0.0, False
-        for op in _owned(self.graph, item):
-            if phase is not None and op.phase != phase:
-                continue
-            t = _op_time(op)
-            if t is not None:
-                total, seen = total + t, True
-        return total if seen else None
+        row = self._row(self._measured, item)
+        if phase is not None:
+            return row.get(phase)
+        return sum(row.values()) if row else None
+
+    def dominant_bound(self, call: Call) -> Bound:
+        """The bound of the ops that take most of a call's estimated time (``"free"`` for a call with none)."""
+        row = self._row(self._bounds, call)
+        return max(row, key=row.__getitem__) if row else "free"
+
+    def roofline_time(self, call: Call) -> float:
+        """The roofline seconds of a call's ops (datasheet peak and bandwidth, no launch cost), inclusive."""
+        return self._row(self._roofs, call).get("all", 0.0)
+
+    def _row(self, table: dict[int, dict[str, float]], call: Call) -> dict[str, float]:
+        row = table.get(id(call))
+        if row is None:
+            if call is not self.graph.root:
+                raise ValueError(f"{call.label} is not a call of the capture this estimate is of")
+            return {}
+        return row
 
     @property
     def timed(self) -> bool:
@@ -210,18 +240,28 @@ def _owner(op: Op) -> Call:
     return op.call
 
 
-def _owned(graph: Graph, call: Call) -> list[Op]:
-    below = {id(c) for c in _calls_below(call)}
-    return [op for op in graph.ops if id(_owner(op)) in below]
+Table = dict[int, dict[str, float]]
+"""``id(call) -> {key: seconds}``: a sum over the ops a call owns, by a key (phase, bound)."""
 
 
-def _calls_below(call: Call) -> list[Call]:
-    out, todo = [], [call]
-    while todo:
-        c = todo.pop()
-        out.append(c)
-        todo.extend(x for x in c.children if isinstance(x, Call))
-    return out
+def _rolled(graph: Graph, owners: list[Call], values: list[float] | list[float | None], keys: list[str]
+            ) -> tuple[Table, Table]:
+    """Each call's own and inclusive sums of ``values`` by ``keys`` (one of each per op, ``None`` left out)."""
+    own: Table = {id(c): {} for c in graph.calls}
+    own[id(graph.root)] = {}
+    for owner, v, k in zip(owners, values, keys, strict=True):
+        if v:
+            row = own.setdefault(id(owner), {})
+            row[k] = row.get(k, 0.0) + v
+    incl = {c: dict(row) for c, row in own.items()}
+    for call in reversed(graph.calls):  # children entered after their parents: add each to its parent
+        parent = call.parent
+        if parent is None:
+            continue
+        into = incl.setdefault(id(parent), {})
+        for k, v in incl[id(call)].items():
+            into[k] = into.get(k, 0.0) + v
+    return own, incl
 
 
 def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_per_node: int | None = None,
@@ -306,21 +346,14 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
         times[i], bounds[i], classes[i], roof[i] = price.seconds, "communication", "collective", price.seconds
     schedule = timeline(graph, lambda op: times[op.index], schedule_seconds(priced))
 
-    own: dict[int, dict[str, float]] = {id(c): {} for c in graph.calls}
-    own[id(graph.root)] = {}
-    for op, t in zip(ops, times, strict=True):
-        if t:
-            row = own.setdefault(id(_owner(op)), {})
-            row[op.phase] = row.get(op.phase, 0.0) + t
-    incl = {k: dict(v) for k, v in own.items()}
-    for call in reversed(graph.calls):  # children entered after their parents: add each to its parent
-        parent = call.parent
-        if parent is None:
-            continue
-        into = incl.setdefault(id(parent), {})
-        for p, t in incl[id(call)].items():
-            into[p] = into.get(p, 0.0) + t
-    est = Estimate(device, graph, tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure), own, incl,
-                   schedule, cluster, priced)
+    owners = [_owner(op) for op in ops]
+    phases = [op.phase for op in ops]
+    own, incl = _rolled(graph, owners, times, phases)
+    measured = [_op_time(op) for op in ops]
+    _, measured_incl = _rolled(graph, owners, measured, phases)
+    _, bound_incl = _rolled(graph, owners, times, bounds)
+    _, roof_incl = _rolled(graph, owners, roof, ["all"] * n)
+    est = Estimate(device, weakref.ref(graph), tuple(times), tuple(bounds), tuple(roof), tuple(classes), tuple(unsure),
+                   own, incl, measured_incl, bound_incl, roof_incl, schedule, cluster, priced)
     show_estimate(graph, est)  # the views of the capture show the estimate last made of it
     return est

@@ -96,9 +96,7 @@ def _bound(graph: Graph, x: Op | Call) -> str | None:
         return None
     if isinstance(x, Op):
         return est.bound(_op(graph, x))
-    from ._estimate_text import dominant_bound
-
-    return dominant_bound(est, _call(graph, x))
+    return est.dominant_bound(_call(graph, x))
 
 
 def _efficiency(graph: Graph, x: Op | Call) -> float | None:
@@ -111,10 +109,7 @@ def _efficiency(graph: Graph, x: Op | Call) -> float | None:
     t = _time(graph, x)
     if not t:
         return None
-    from ._estimate import _owned
-
-    roof = sum(est.roofline[op.index] for op in _owned(est.graph, _call(graph, x)))
-    return roof / t
+    return est.roofline_time(_call(graph, x)) / t
 
 
 def _ratio(graph: Graph, x: Op | Call) -> float | None:

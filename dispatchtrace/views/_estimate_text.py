@@ -9,20 +9,7 @@ from ._labels import call_label
 from ._time_metrics import seconds
 
 if TYPE_CHECKING:
-    from ..graph import Call
     from ._estimate import Estimate
-
-
-def dominant_bound(est: Estimate, call: Call) -> str:
-    """The bound of the ops that take most of a call's estimated time."""
-    from ._estimate import _owned
-
-    by: dict[str, float] = {}
-    for op in _owned(est.graph, call):
-        i = op.index
-        if est.times[i]:
-            by[est.bounds[i]] = by.get(est.bounds[i], 0.0) + est.times[i]
-    return max(by, key=by.__getitem__) if by else "free"
 
 
 def estimate_text(est: Estimate, top: int) -> str:
@@ -43,7 +30,7 @@ def estimate_text(est: Estimate, top: int) -> str:
         if not t:
             break
         row = [seconds(t), f"{100 * t / total:.1f}%" if total else "-", seconds(est.self_time(call) or None),
-               dominant_bound(est, call)]
+               est.dominant_bound(call)]
         if timed:
             m = est.measured(call)
             row += [seconds(m), f"{t / m:.2f}" if m else "-"]

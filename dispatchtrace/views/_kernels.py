@@ -6,7 +6,7 @@ efficiency curve of the device spec (``hardware.OP_CLASSES``): from the op's nam
 ``pointwise`` and ``reduction`` tags; an op none of these knows is ``"other"``.
 
 >>> work_class("aten.addmm.default"), work_class("aten.max_pool2d_with_indices.default")
-('matmul', 'reduction')
+('matmul', 'pooling')
 >>> work_class("aten.relu.default"), work_class("aten.cat.default"), work_class("aten.empty.memory_format")
 ('elementwise', 'copy', 'free')
 >>> work_class("aten.my_custom_op.default")
@@ -41,7 +41,7 @@ REDUCTION = frozenset({
     "nll_loss2d_forward", "nll_loss2d_backward", "embedding_dense_backward", "_embedding_bag",
     "_embedding_bag_backward", "mse_loss", "mse_loss_backward", "cross_entropy_loss", "kthvalue", "median",
 })
-"""Ops that reduce along a dimension or over a window: softmax, norms, losses, pooling (``*pool*``), scans."""
+"""Ops that reduce along a dimension: softmax, norms, losses, scans (pooling, ``*pool*``, is a class of its own)."""
 COPY = frozenset({
     "copy_", "_to_copy", "clone", "contiguous", "cat", "stack", "index_select", "gather", "embedding", "index",
     "_unsafe_index", "index_put", "index_put_", "_index_put_impl_", "scatter", "scatter_", "scatter_add",
@@ -51,8 +51,13 @@ COPY = frozenset({
     "full_like", "scalar_tensor", "arange", "lift_fresh_copy", "_copy_from", "_copy_from_and_resize", "masked_select",
     "nonzero", "where", "index_add", "index_add_", "index_copy", "index_fill", "put", "take", "unfold_backward",
     "im2col", "col2im", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "narrow_copy", "_pad_circular",
+    "slice_backward", "select_backward", "diagonal_backward", "as_strided_backward", "unbind_backward",
+    "index_select_backward", "gather_backward", "_unsafe_index_put", "index_put_backward",
 })
 """Ops that only move or fill bytes: copies, concatenation, gathers and scatters, padding, fills."""
+GATHER = frozenset({"embedding", "index_select", "gather", "index", "_unsafe_index", "take", "masked_select",
+                    "_embedding_bag"})
+"""Ops that read rows of a source picked by indices: they read as many bytes of it as they return."""
 FREE = frozenset({"empty", "empty_strided", "new_empty", "new_empty_strided", "empty_like", "resize_", "set_",
                   "lift_fresh", "alias", "detach", "_local_scalar_dense", "record_stream", "_assert_async",
                   "_assert_tensor_metadata", "sym_constrain_range_for_size", "_functional_sym_constrain_range"})
@@ -60,6 +65,15 @@ FREE = frozenset({"empty", "empty_strided", "new_empty", "new_empty_strided", "e
 ELEMENTWISE = frozenset({"native_dropout", "native_dropout_backward", "bernoulli", "bernoulli_", "normal_", "uniform_",
                          "exponential_", "random_", "rand", "randn", "rand_like", "randn_like", "randint", "randperm",
                          "_fused_dropout", "_masked_scale", "gelu_backward", "silu_backward", "_prelu_kernel"})
+
+
+MEMORY_BOUND = frozenset({"elementwise", "reduction", "pooling", "copy"})
+"""The classes charged by their bytes alone: the time of a few operations per element is within the bytes'."""
+
+
+def _name(target: str) -> str:
+    """``embedding`` of ``aten.embedding.default``."""
+    return target.partition(".")[2].partition(".")[0]
 
 
 @lru_cache(maxsize=4096)
@@ -78,7 +92,9 @@ def work_class(target: str) -> str:
         return "convolution"
     if name.startswith("_foreach_") or name.startswith("_fused_adam") or name.startswith("_fused_sgd"):
         return "elementwise"  # one launch over all the lists' tensors
-    if name in REDUCTION or "pool" in name:
+    if "pool" in name:  # a window reduction: reads its whole input (its own curve: CPUs run it far slower)
+        return "pooling"
+    if name in REDUCTION:
         return "reduction"
     if name in COPY or name.startswith(("upsample_", "reflection_pad", "replication_pad")) or name.endswith("_copy"):
         return "copy"
@@ -142,11 +158,16 @@ class Bytes:
         return (best or 0) * size
 
     def moved(self, op: Op) -> int:
-        """Inputs read plus outputs and in-place writes, each tensor once."""
+        """Inputs read plus outputs and in-place writes, each tensor once; a gather (``embedding``,
+        ``index_select``, ...) reads only the rows it returns, not its whole source."""
         seen: set[int] = set()
         total = 0
         of = self.of
-        for r in op.inputs:
+        inputs = op.inputs
+        if inputs and op.outputs and _name(op.target) in GATHER:
+            seen.add(inputs[0].id)  # the source: embedding's weight, index_select's self, ...
+            total += sum(of(r) for r in op.outputs)  # the rows read: as many bytes as the result
+        for r in inputs:
             if r.id not in seen:
                 seen.add(r.id)
                 total += of(r)
@@ -162,7 +183,8 @@ def op_work(op: Op, costs: Costs, nbytes: Bytes) -> Work:
     cls = "free" if op.is_view else work_class(op.target)
     if cls == "free":
         return Work("free", "", 0, 0)
-    flops = costs.op(op).flops
+    # memory-bound classes never read their FLOPs (and a decomposition, batch norm's, costs ms to count)
+    flops = None if cls in MEMORY_BOUND else costs.op(op).flops
     if cls == "attention":
         flops = attention_flops(op)
     elif op.target == "aten._native_multi_head_attention.default":

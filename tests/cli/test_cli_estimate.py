@@ -35,3 +35,10 @@ def test_estimate_without_a_spec_or_with_an_unknown_one(capsys: pytest.CaptureFi
     assert cli.main(["coolcnn", "--estimate", "a10-80gb"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "did you mean" in err and "a100-40gb" in err
+
+
+def test_estimate_columns_in_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["coolcnn", "--estimate", "h200", "--summary", "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert "Est. time" in header and "Bound" in header
