@@ -6,6 +6,9 @@ from ._collectives import Collective, Collectives, collectives
 from ._costs import Costs, costs, tensor_bytes
 from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
+from ._diff import report as diff_report
+from ._estimate import Estimate, estimate
+from ._estimate_metrics import ESTIMATE_METRICS, forget_estimate, shown_estimate
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
