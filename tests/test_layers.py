@@ -327,7 +327,8 @@ def doors(source: str) -> dict[str, list[str]]:
 
 
 DOOR_NAMES = {"collapse", "tree", "to_dot", "render", "_repr_mimebundle_", "to_fx", "costs", "memory", "collectives",
-              "summary", "find_ops", "find_calls", "calls_of", "ops_between", "save", "first_nonfinite"}
+              "summary", "find_ops", "find_calls", "calls_of", "ops_between", "save", "first_nonfinite",
+              "estimate"}
 
 
 def test_each_door_imports_its_layer_calls_one_function_and_returns_its_result() -> None:

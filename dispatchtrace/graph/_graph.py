@@ -141,7 +141,7 @@ class Graph:
         """Write a diagram, the tree, the viewer or the capture to ``path``, the format from its suffix or
         ``format=``; returns the path written. Each format declares its own options (``RenderOptions``: ``depth``,
         ``predicate``, ``fold``, ``params``, ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``,
-        ``source``, ``layout``, ``phase``, ``force``, ``ops``, ``at``, ``statements``; ``render/_files.py`` says
+        ``source``, ``layout``, ``phase``, ``force``, ``ops``, ``at``, ``statements``, ``estimate``; ``render/_files.py`` says
         which format takes which): one it does not take is a ``ValueError`` naming the formats that do."""
         from ..render import render
 

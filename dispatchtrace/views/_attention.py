@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..graph import itemsize
 from ._kernels import attention_kernel_flops
 
 if TYPE_CHECKING:
@@ -73,8 +74,6 @@ def _upcast(ref: TensorRef) -> Op | None:
 
 
 def _bytes(ref: TensorRef) -> int:
-    from ..graph import itemsize
-
     return (ref.numel or 0) * (itemsize(ref.dtype) or 0)
 
 

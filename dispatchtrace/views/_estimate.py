@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..graph import PHASES, Call, Op, is_collective
+from ..hardware import spec_of
 from ._attention import regions
 from ._collectives import Collective
 from ._costs import costs
 from ._estimate_comms import Cluster, cluster_of, price_collectives, schedule_seconds
 from ._estimate_metrics import show_estimate
+from ._estimate_text import estimate_text
 from ._kernels import Bytes, op_work
 from ._timeline import Timeline, timeline
 
@@ -214,8 +216,6 @@ class Estimate:
 
     def text(self, top: int = 15) -> str:
         """The ``top`` calls by time with their share of the step (and the measured time beside, when timed)."""
-        from ._estimate_text import estimate_text
-
         return estimate_text(self, top)
 
     def __str__(self) -> str:
@@ -271,8 +271,6 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
     and Model Explorer attributes: ``views/_estimate_metrics.py``). Collectives are priced on the spec's links
     with ``ranks_per_node`` ranks to a node (each overridable: ``inter_node="roce-400"``), and the total is the
     step's length on the schedule (``views/_estimate_comms.py``, ``views/_timeline.py``)."""
-    from ..hardware import spec_of
-
     device = spec_of(spec)
     cluster = cluster_of(device, ranks_per_node=ranks_per_node, intra_node=intra_node, inter_node=inter_node)
     base = getattr(graph, "base", None)  # a phase view: its capture's ops

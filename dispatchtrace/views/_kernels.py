@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+import torch
+
 from ..graph import TensorRef, itemsize, overload_of
 
 if TYPE_CHECKING:
@@ -102,8 +104,6 @@ def work_class(target: str) -> str:
         return "elementwise"
     overload = overload_of(target) if ns == "aten" else None
     if overload is not None:
-        import torch
-
         tags = overload.tags
         if torch.Tag.pointwise in tags:
             return "elementwise"

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..graph import Op, times_sum
+from . import _metric_defs  # noqa: F401 - registers the built-in metrics first: their columns lead, the times follow
 from ._metrics import Metric, capture_of, register_metric, shared
 from ._phases import PhaseGraph, has_backward, has_training, phase_graph
 
