@@ -5,7 +5,7 @@ Added to ``payload`` (``render/_html.py``) as four fields, described in ``docs/v
 tensors had none: meta or fake); with ``"stats"``, ``st`` per op ``[outputs, inputs]`` each a list of
 ``[tensor, stats]`` (``stats`` an array ``[numel, nan, +inf, -inf, zeros, min, max, mean, norm]``, a float that is not
 finite as the text ``"inf"``, or ``None``), ``cst`` per call its outputs' stats, and ``nf`` the first non-finite value
-(``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase"}`` or ``None``.
+(``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase", "verdict", "why"}`` or ``None``.
 
 >>> import torch, dispatchtrace as dt
 >>> lin, x = torch.nn.Linear(2, 1), torch.tensor([[float("nan"), 1.0]])
@@ -71,5 +71,6 @@ def values_payload(graph: Graph, string: Callable[[str], Any]) -> dict[str, Any]
             copies = {id(o): v for v, o in getattr(graph, "source_op", {}).items()}
             view_op = copies.get(id(found.op))
             index = None if view_op is None else view_op.index
-        nf = {"op": index, "name": found.op.name, "text": str(found), "carried": found.carried, "phase": found.op.phase}
+        nf = {"op": index, "name": found.op.name, "text": str(found), "carried": found.carried, "phase": found.op.phase,
+              "verdict": found.verdict, "why": found.unsure}
     return {"vals": state, "st": ops, "cst": calls, "nf": nf}

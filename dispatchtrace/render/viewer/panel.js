@@ -65,7 +65,8 @@ DT.Panel.prototype.values = function (t, n) {
     var row = v.ops[n] || [[], []], first = v.first === n;
     return [["values", list(row[0]) || "no results"], ["input values", list(row[1]) || null],
             ["NaN/Inf", first ? '<span class="nonfinite">' + (v.nf.carried ? "the first op to read the first NaN/Inf (already in its input)"
-                                                               : "made the first NaN/Inf of the capture") + "</span>" : null]];
+      : v.nf.verdict === "unsure" ? "the first NaN/Inf shows here, its maker uncertain: " + DT.esc(v.nf.why)
+      : "made the first NaN/Inf of the capture") + "</span>" : null]];
   }
   var c = m.calls[n], outs = v.calls[n] || [];
   var pairs = outs.map(function (s, k) { return [null, s, c.outs[k]]; });
