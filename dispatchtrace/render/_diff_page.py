@@ -71,7 +71,9 @@ def diff_payload(d: Diff) -> dict[str, Any]:
     ``"a"`` or ``"b"`` (a call of one side only), ``error``, ``via``, the op pairs it aligns (``pairs``,
     indices into ``pairs``), ``changed`` counts and each side's details ``a`` / ``b``); ``pairs`` (``status``,
     ``error``, ``departs``, ``via``, each side's op or ``None``); ``first`` (a pair index or ``None``),
-    ``report`` (``str(d)``), ``agree``, ``rtol``, ``atol``, ``values`` (whether anything was compared)."""
+    ``report`` (``str(d)``), ``cause`` (``Diff.cause``: why the first departure starts there), ``counts``
+    (``Diff.counts``: the calls that differ in structure and the ops inside them), ``stats_only``, ``agree``,
+    ``rtol``, ``atol``, ``values`` (whether anything was compared); a call and a pair have ``departs``."""
     s = _Strings()
     pairs: list[dict[str, Any]] = []
     first = None
@@ -90,7 +92,7 @@ def diff_payload(d: Diff) -> dict[str, Any]:
             pairs.append({"status": p.status, "error": _num(p.error), "departs": p.departs, "via": p.via,
                           "a": _op(d.a, p.a, s), "b": _op(d.b, p.b, s)})
         row = {"side": "both", "label": cd.label, "type": cd.a.type, "depth": cd.a.depth, "error": _num(cd.error),
-               "via": cd.via, "pairs": idx, "changed": counts, "a": _call(d.a, cd.a, s), "b": _call(d.b, cd.b, s)}
+               "via": cd.via, "departs": cd.departs, "pairs": idx, "changed": counts, "a": _call(d.a, cd.a, s), "b": _call(d.b, cd.b, s)}
         by_a[id(cd.a)] = by_b[id(cd.b)] = len(rows)
         rows.append(row)
     for row, cd in zip(rows, d.calls, strict=True):  # d.calls is a's pre-order: a parent's row comes first
@@ -99,11 +101,11 @@ def diff_payload(d: Diff) -> dict[str, Any]:
         g, by = (d.a, by_a) if side == "a" else (d.b, by_b)
         for c in tops:
             rows.append({"side": side, "parent": by.get(id(c.parent), 0), "label": c.label, "type": c.type,
-                         "depth": c.depth, "error": None, "via": "none", "pairs": [],
+                         "depth": c.depth, "error": None, "via": "none", "departs": False, "pairs": [],
                          "changed": {"added": 0, "removed": 0, "changed": 0}, "inner": sum(1 for _ in _walk(c)) - 1,
                          "a": _call(g, c, s) if side == "a" else None, "b": _call(g, c, s) if side == "b" else None})
     return {"title": _title(d), "s": s.items, "calls": rows, "pairs": pairs, "first": first, "report": str(d),
-            "agree": d.agree, "rtol": d.rtol, "atol": d.atol, "values": any(v != "none" for v in d.via)}
+            "cause": list(d.cause), "counts": d.counts, "stats_only": d.stats_only, "agree": d.agree, "rtol": d.rtol, "atol": d.atol, "values": any(v != "none" for v in d.via)}
 
 
 def _walk(c: Call) -> Any:

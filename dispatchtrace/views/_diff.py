@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Literal
 
-from ..graph import Call, Graph, Op
+from ..graph import Call, Graph, Op, TensorRef, itemsize
 from ._compare import Via, compare
 
 Status = Literal["same", "changed", "added", "removed"]
@@ -36,13 +36,15 @@ class OpPair:
 @dataclass(frozen=True, slots=True)
 class CallDiff:
     """Two aligned calls: their ops (``OpPair``, forward ops and then those that differentiate the call)
-    and ``error``, the largest relative difference of the call's outputs (``via`` what was compared)."""
+    and ``error``, the largest relative difference of the call's outputs (``via`` what was compared,
+    ``departs`` whether one of them is beyond tolerance)."""
 
     a: Call
     b: Call
     ops: tuple[OpPair, ...]
     error: float
     via: Via
+    departs: bool = False
 
     @property
     def changed(self) -> tuple[OpPair, ...]:
@@ -86,6 +88,29 @@ class Diff:
                 parts = [f"{status} {target}" + (f" x{n}" if n > 1 else "") for (status, target), n in counts.items()]
                 lines.append(f"ops of {cd.label}: " + ", ".join(parts))
         return tuple(lines)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """What ``structural`` counts: ``calls`` (each line: a call of one side only, or a call whose ops differ)
+        and the ops ``added``, ``removed`` and ``changed`` inside aligned calls."""
+        out = {"calls": len(self.only_a) + len(self.only_b), "added": 0, "removed": 0, "changed": 0}
+        for cd in self.calls:
+            changed = cd.changed
+            out["calls"] += bool(changed)
+            for p in changed:
+                out[p.status] += 1
+        return out
+
+    @property
+    def cause(self) -> tuple[str, ...]:
+        """Why ``first`` starts where it does, one line per reason (``departure``); empty when nothing departs."""
+        return departure(self)
+
+    @property
+    def stats_only(self) -> bool:
+        """Whether the values were compared through statistics only (no pair through kept tensors): a change
+        that leaves min, max, mean and norm within tolerance is not seen (``report`` says so)."""
+        return self.via.get("stats", 0) > 0 and not self.via.get("values", 0)
 
     @property
     def agree(self) -> bool:
@@ -194,14 +219,65 @@ def diff(a: Graph, b: Graph, *, rtol: float = 1e-5, atol: float = 1e-8) -> Diff:
             ops.append(pair)
             if departs and (first is None or x.index < first.a.index) and not _inputs_depart(a, x, b, y, rtol, atol):  # type: ignore[union-attr]
                 first = pair
-        error, cvia = 0.0, "none"
+        error, cvia, cdeparts = 0.0, "none", False
         if len(ca.outputs) == len(cb.outputs):
             for ra, rb in zip(ca.outputs, cb.outputs, strict=True):
-                e, _, v = compare(a, ra, b, rb, rtol, atol)
-                error = max(error, e)
+                e, dep, v = compare(a, ra, b, rb, rtol, atol)
+                error, cdeparts = max(error, e), cdeparts or dep
                 cvia = v if v != "none" else cvia
-        calls.append(CallDiff(ca, cb, tuple(ops), error, cvia))  # type: ignore[arg-type]
+        calls.append(CallDiff(ca, cb, tuple(ops), error, cvia, cdeparts))  # type: ignore[arg-type]
     return Diff(a, b, tuple(calls), tuple(only_a), tuple(only_b), first, rtol, atol, dict(via))
+
+
+STATS_ONLY = ("compared through statistics only (min, max, mean, norm): a change that leaves them within tolerance "
+              "(one element scaled by 1.001) is not seen; capture with keep= to compare the values themselves")
+
+
+def departure(d: Diff) -> tuple[str, ...]:
+    """Why the first departure starts where it does, one line per reason: the inputs the capture did not make
+    that differ already (a parameter, an input), the casts to a lower precision only ``b`` (or ``a``) runs
+    (autocast's), or that its inputs agree. Empty when nothing departs.
+
+    >>> diff(Graph(), Graph()).cause
+    ()
+    """
+    f = d.first
+    if f is None or f.a is None or f.b is None:
+        return ()
+    if len(f.a.inputs) != len(f.b.inputs):
+        return (f"its inputs differ in number ({len(f.a.inputs)} in a, {len(f.b.inputs)} in b)",)
+    lines: list[str] = []
+    for ra, rb in zip(f.a.inputs, f.b.inputs, strict=True):
+        cast = _cast("b", rb, ra) or _cast("a", ra, rb)
+        if cast is not None:
+            lines.append(cast)
+        elif (ra.producer is None or rb.producer is None) and compare(d.a, ra, d.b, rb, d.rtol, d.atol)[1]:
+            other = f" in a, {rb.text} in b" if rb.text != ra.text else ""
+            kind = ra.kind if ra.producer is None else rb.kind
+            lines.append(f"it reads {ra.text} ({kind}){other}, which {'differ' if other else 'differs'} already")
+    if not lines:
+        lines.append("its inputs agree" if f.a.inputs else "it reads no tensor")
+    return tuple(lines)
+
+
+def _cast(side: str, r: TensorRef, other: TensorRef) -> str | None:
+    """A line when ``r`` (of ``side``) is a cast to a lower float precision and ``other`` (the other side's
+    tensor in its place) is no such cast: the casts autocast adds before a matmul or a convolution."""
+    op = r.producer
+    if op is None or op.target != "aten._to_copy.default" or not op.inputs:
+        return None
+    if other.producer is not None and other.producer.target == op.target:
+        return None
+    src = op.inputs[0]
+    narrow, wide = itemsize(r.dtype), itemsize(src.dtype)
+    if not (r.dtype.startswith(("float", "bfloat")) and src.dtype.startswith("float")) or not narrow or not wide \
+            or narrow >= wide:
+        return None
+    o = "a" if side == "b" else "b"
+    cast = f"{src.label.split('[')[0]} to {r.label.split('[')[0]}"
+    uncast = "it uncast" if other.text == src.text else f"{other.text}"
+    return (f"it reads {r.text} in {side}, {src.text} cast from {cast}, where {o} reads {uncast}: the departure starts "
+            "at a cast to a lower precision, as autocast adds")
 
 
 def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
@@ -216,7 +292,9 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
                      "tensors have none): structure only")
     structural = d.structural
     if structural:
-        lines.append(f"structure: {len(structural)} differences")
+        n = d.counts
+        ops = ", ".join(f"{n[k]} ops {k}" for k in ("added", "removed", "changed") if n[k])
+        lines.append(f"structure: {n['calls']} calls differ" + (f" ({ops})" if ops else ""))
         lines += [f"  {s}" for s in structural[:limit]]
         if len(structural) > limit:
             lines.append(f"  ... {len(structural) - limit} more (Diff.structural)")
@@ -236,11 +314,10 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
         if sa and sa[0] is not None and sb[0] is not None:
             lines.append(f"  a: {sa[0]}")
             lines.append(f"  b: {sb[0]}")
-        if len(f.a.inputs) == len(f.b.inputs):
-            for ra, rb in zip(f.a.inputs, f.b.inputs, strict=True):
-                if ra.producer is None and compare(d.a, ra, d.b, rb, d.rtol, d.atol)[1]:
-                    other = f" in a, {rb.text} in b" if rb.text != ra.text else ""
-                    lines.append(f"  it reads {ra.text} ({ra.kind}){other}, which {'differ' if other else 'differs'} already")
+        lines += [f"  {line}" for line in d.cause]
+    if d.via.get("stats"):
+        n = d.via["stats"]
+        lines.append(f"note: {'every op pair was' if d.stats_only else f'{n} op pairs were'} {STATS_ONLY}")
     shown = [cd for cd in d.calls if cd.a.parent is not None and cd.a.depth <= depth and cd.via != "none"]
     if shown:
         lines.append(f"largest relative difference of each call's outputs (depth <= {depth}):")

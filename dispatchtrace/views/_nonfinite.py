@@ -174,7 +174,7 @@ def _unknown(op: Op, inputs: tuple[tuple[TensorRef, Stats | None], ...], unwritt
         if w is not None and all(m.id != r.id for m in w.mutated):
             return (f"input {r.text} has no stats: %{w.name} ({w.target}) wrote its storage through another view, "
                     "and its value after that write was not taken")
-        if r.dtype.startswith("c"):
+        if r.dtype.startswith("complex"):
             return f"input {r.text} has no stats: a complex tensor ({r.label}) has none"
         if r.producer is None:
             return f"input {r.text} ({r.kind}) has no stats: the capture did not make it, and its value was not taken"
