@@ -57,13 +57,17 @@ class OpMode(TorchDispatchMode):
     On a torch that sends each detach twice (``DETACH_TWICE``, torch 2.8) the second, a detach of the
     result of the detach met just before it, is not handed on: ``alias(result, first_result)`` makes
     its result the first's (one detach, as newer torch sends; so ``t.detach().detach()`` is one too).
+    ``before(func, args, kwargs)``, when given, is called before each op runs (``values="stats"``: the values
+    an op writes in place, as it reads them).
     """
 
     def __init__(self, forward: OpHook, backward: OpHook | None = None,
                  ours: Callable[[Any, tuple[Any, ...], Any], bool] | None = None,
                  dtensor: DTensorHooks | None = None,
-                 alias: Callable[[Any, Any], None] | None = None) -> None:
+                 alias: Callable[[Any, Any], None] | None = None,
+                 before: Callable[[Any, tuple[Any, ...], dict[str, Any]], None] | None = None) -> None:
         super().__init__()
+        self._before = before  # called before each op runs (the stats of what it will write in place)
         self._alias = alias
         self._detached: Any = None  # DETACH_TWICE: the result of the op before, when it was a detach
         self._forward = forward
@@ -78,6 +82,8 @@ class OpMode(TorchDispatchMode):
             kwargs = _NO_KWARGS
         if self._dt is not None and self._dt in types:  # in backward too: TP's backward is DTensor ops
             return self._dtensor_op(func, args, kwargs)
+        if self._before is not None:
+            self._before(func, args, kwargs)
         out = func(*args, **kwargs)
         if DETACH_TWICE:
             before, self._detached = self._detached, out if func is DETACH else None
@@ -187,7 +193,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
                           recompute=(phases.recompute_enter, phases.recompute_exit))
             saved = SavedHooks(recorder.stack, recorder.tracker.storage_id, recorder.tracker.alias)
             mode = OpMode(recorder.op, phases.backward_op, saved.ours, (recorder.dtensor_begin, recorder.dtensor_end),
-                          recorder.tracker.alias)
+                          recorder.tracker.alias, recorder.before)
             phases.open()
             keywords = self._watch_keywords(recorder)
             if self._saved and not saved.open() and NODE_CREATION_HOOK:  # else noted at the first backward op

@@ -83,7 +83,9 @@ class Recorder(CallEvents):
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
         self._n_dtensor = 0
         self.graph.values = values
-        self._stats = StatsTaker(self.graph.stats) if values == "stats" else None
+        self._stats = StatsTaker(self.graph.stats, self.tracker.live) if values == "stats" else None
+        self.before = self._stats.before if self._stats is not None else None
+        """``(func, args, kwargs)``, called before each op runs, or ``None``: what the values need to see first."""
         self._keeper = Keeper(keep, keep_bytes, self.graph.kept) if keep is not None else None
         self._values = self._stats is not None or self._keeper is not None  # one test per op when both are off
 

@@ -10,7 +10,8 @@ import torch
 
 from .._structure import tensor_leaves
 from .._torch import has_values, modes_set_aside
-from ..graph import Op, Stats
+from ..graph import SCHEMAS as _schemas
+from ..graph import Op, Stats, schema_of
 
 Tensor = torch.Tensor
 _F64 = torch.float64
@@ -152,12 +153,68 @@ def _nonfinite(x: Tensor, n: int) -> Stats:
 
 class StatsTaker:
     """Per op, after ``Recorder`` recorded it: the stats of each tensor it returned or wrote, and of each
-    tensor it read that no op of the capture made (a parameter, an input, the first time it is read),
-    into ``stats`` by ref id."""
+    tensor it read whose current value has none yet, into ``stats`` by ref id: a tensor no op of the capture
+    made (a parameter, a buffer, an input, optimizer state) where it is first read, and a view read after a
+    write to its storage (a sibling view written in place: its ref is new, its value may be too).
 
-    def __init__(self, stats: dict[int, Stats]) -> None:
+    An op that writes a tensor reads its value from before the write: ``before`` (called before the op runs)
+    takes the stats of the tensors of such an op that will need them, ``after`` hands them to their refs.
+    ``live`` is the tracker's ``id(tensor) -> TensorState``, to know which ref a tensor will be read as."""
+
+    def __init__(self, stats: dict[int, Stats], live: dict[int, Any]) -> None:
         self.stats = stats
+        self._live = live
         self._unwritten: set[int] = set()  # storages an ``UNINITIALIZED`` op made and no op wrote yet
+        self._none: set[int] = set()  # refs ``stats_of`` found no values in (meta, complex): not asked again
+        self._pre: dict[int, Stats | None] = {}  # id(tensor) -> its stats before the op that writes it ran
+
+    def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Before an op runs: when it writes a tensor, the stats of each of its tensor arguments whose
+        current value has none (their values after the op are others)."""
+        self._pre = {}
+        try:
+            info = _schemas[id(func)]
+        except KeyError:
+            info = schema_of(func)
+        if not info.writes or info.base in UNINITIALIZED:
+            return
+        live, stats, none, unwritten = self._live, self.stats, self._none, self._unwritten
+        pre = self._pre
+        for t in tensor_leaves([list(args), list(kwargs.values())]):
+            s = live.get(id(t))
+            if s is not None and s() is t and s.ref.version == s.storage.version:
+                rid = s.ref.id
+                if rid in stats or rid in none or s.storage.sid in unwritten:
+                    continue
+            elif s is not None and s() is t and s.storage.sid in unwritten:
+                continue
+            if id(t) not in pre:
+                pre[id(t)] = stats_of(t)
+
+    def _inputs(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], wrote: bool) -> None:
+        """The stats of ``op``'s inputs that have none: taken before the op where it wrote, else now."""
+        stats, none, unwritten = self.stats, self._none, self._unwritten
+        need = [i for i, r in enumerate(op.inputs) if r.id not in stats and r.id not in none and r.storage not in unwritten]
+        if not need:
+            return
+        pre = self._pre
+        tensors = tensor_leaves([list(args), list(kwargs.values())])
+        for i in need:
+            if i >= len(tensors):
+                break
+            ref, t = op.inputs[i], tensors[i]
+            if ref.shape != tuple(t.shape):  # (the same leaf, checked)
+                continue
+            if wrote:
+                if id(t) not in pre:
+                    continue
+                s = pre[id(t)]
+            else:
+                s = stats_of(t)
+            if s is None:
+                none.add(ref.id)
+            else:
+                stats[ref.id] = s
 
     def after(self, op: Op, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         stats = self.stats
@@ -174,14 +231,8 @@ class StatsTaker:
                 unwritten.update(written)
                 return
             unwritten.difference_update(written)
-        leaves = [r for r in op.inputs if r.producer is None and r.id not in stats]
-        if leaves and not mutated:  # a tensor written in place is no longer the value the op read
-            by_id = {r.id: r for r in leaves}
-            for ref, t in zip(op.inputs, tensor_leaves([list(args), list(kwargs.values())]), strict=False):
-                if ref.id in by_id and ref.shape == tuple(t.shape):  # (the same leaf, checked)
-                    s = stats_of(t)
-                    if s is not None:
-                        stats[ref.id] = s
+        self._inputs(op, args, kwargs, bool(mutated))
+        self._pre = {}
         if outputs:
             tensors = (out,) if isinstance(out, Tensor) else tensor_leaves(out)
             same = None
