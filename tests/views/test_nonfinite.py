@@ -213,8 +213,6 @@ def test_any_nan_and_inf_agree_on_a_gru() -> None:
     assert nan.op.index > inf.op.index
 
 
-@pytest.mark.xfail(strict=True, reason="needs h36b's recording change: a view read after a sibling view of its storage "
-                                       "was written has no stats yet")
 def test_a_gru_view_read_after_its_sibling_view_was_written_has_stats() -> None:
     g = gru_capture()
     missing = [f"%{op.name} reads {r.text}" for op in g.ops for r in op.inputs if r.id not in g.stats]
@@ -239,13 +237,10 @@ def test_a_buffer_whose_first_read_writes_it_in_place_is_never_named_as_the_make
         model(torch.ones(3))
     found = g.first_nonfinite()
     assert found is not None and found.op.target == "aten.mul_.Tensor" and found.verdict != "made", found
+    assert found.inputs[0][1] is not None and found.inputs[0][1].nan == 1  # its value before the write
     assert_consistent(answers(g))
-    if found.verdict == "unsure":  # until the buffer's stats are taken before the op writes it
-        assert found.unsure is not None and "acc" in found.unsure and "maker uncertain" in str(found)
 
 
-@pytest.mark.xfail(strict=True, reason="needs h36b's recording change: stats of a tensor first read by an op that "
-                                       "writes it in place")
 def test_a_buffer_whose_first_read_writes_it_in_place_is_carried() -> None:
     model = InPlaceBuffer()
     with torch.no_grad(), dt.capture(model, values="stats") as g:
