@@ -60,6 +60,17 @@ def _op(g: Graph, op: Op | None, s: _Strings) -> dict[str, Any] | None:
             "outs": _tensors(g, (*op.outputs, *op.mutated), s), "ins": _tensors(g, op.inputs, s)}
 
 
+def _whole(d: Diff, a: Op, b: Op, pair: dict[str, Any], s: _Strings) -> None:
+    """A pair's tensors shown as a layout diff compares them: each parallel side's full value (``Diff.shown``)."""
+    for key, ra_list, rb_list in (("outs", (*a.outputs, *a.mutated), (*b.outputs, *b.mutated)), ("ins", a.inputs, b.inputs)):
+        if len(ra_list) != len(rb_list):
+            continue
+        rows = [d.shown(ra, rb) for ra, rb in zip(ra_list, rb_list, strict=True)]
+        pair["a"][key] = [[s(f"{r.text}: {r.label}"), _short(stats_row(x))] for r, (x, _) in zip(ra_list, rows, strict=True)]
+        pair["b"][key] = [[s(f"{r.text}: {r.label}" + (" (rank 0's part; stats of the whole)" if r.shape != ra.shape else "")), _short(stats_row(y))]
+                          for r, ra, (_, y) in zip(rb_list, ra_list, rows, strict=True)]
+
+
 def _call(g: Graph, c: Call, s: _Strings) -> dict[str, Any]:
     outs: tuple[TensorRef, ...] = g.outputs if c.parent is None else c.outputs
     return {"label": c.label, "type": c.type, "path": c.path, "index": c.index, "repeat": c.repeat,
@@ -82,15 +93,18 @@ def diff_payload(d: Diff) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for cd in d.calls:
         idx = []
-        counts = {"added": 0, "removed": 0, "changed": 0}
+        counts = {"added": 0, "removed": 0, "changed": 0, "layout": 0}
         for p in cd.ops:
             if p is d.first:
                 first = len(pairs)
             idx.append(len(pairs))
             if p.status != "same":
                 counts[p.status] += 1
-            pairs.append({"status": p.status, "error": _num(p.error), "departs": p.departs, "via": p.via,
-                          "a": _op(d.a, p.a, s), "b": _op(d.b, p.b, s)})
+            pair = {"status": p.status, "error": _num(p.error), "departs": p.departs, "via": p.via,
+                    "a": _op(d.a, p.a, s), "b": _op(d.b, p.b, s)}
+            if (d.layout_a is not None or d.layout_b is not None) and p.a is not None and p.b is not None:
+                _whole(d, p.a, p.b, pair, s)  # a parallel job's side: the full values the diff compared
+            pairs.append(pair)
         row = {"side": "both", "label": cd.label, "type": cd.a.type, "depth": cd.a.depth, "error": _num(cd.error),
                "via": cd.via, "departs": cd.departs, "pairs": idx, "changed": counts, "a": _call(d.a, cd.a, s), "b": _call(d.b, cd.b, s)}
         by_a[id(cd.a)] = by_b[id(cd.b)] = len(rows)

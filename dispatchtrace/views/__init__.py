@@ -9,6 +9,7 @@ from ._diff import CallDiff, Diff, OpPair, diff
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
+from ._layouts import Layout
 from ._memory import Memory, memory
 from ._mismatch import agreement_key, mismatch, sequences
 from ._noise import noise_ops
@@ -19,7 +20,7 @@ from ._summary import Summary, summary
 from ._tree import Tree, tree
 
 __all__ = [
-    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Memory", "Node",
+    "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs", "Diff", "Edge", "Layout", "Memory", "Node",
     "NonFinite", "OpPair", "Predicate", "Summary", "Tree",
     "agreement_key", "attributes", "attributes_text", "call_label", "calls_of", "collapse", "collapse_at", "collectives",
     "costs", "diff", "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "has_backward", "has_stats", "layering",

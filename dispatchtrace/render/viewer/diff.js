@@ -69,7 +69,7 @@ DT.Diff = function (p, tree, details) {
 // An error's fill: white for 0, DT.AGREE within tolerance, beyond it the ramp on a log scale (its end for an
 // infinite one); null when nothing was compared.
 DT.Diff.prototype.fill = function (e, via, departs) {
-  if (via === "none" || e === null) return null;
+  if (via === "none" || via === "partial" || e === null) return null;
   if (e === "inf") return DT.diffRamp(1);
   if (!e) return "#fff";
   if (!departs) return DT.AGREE;
@@ -78,7 +78,7 @@ DT.Diff.prototype.fill = function (e, via, departs) {
 };
 
 DT.Diff.prototype.errText = function (e, via) {
-  if (via === "none" || e === null) return "–";
+  if (via === "none" || via === "partial" || e === null) return "–";
   return e === "inf" ? "inf" : DT.g3(e);
 };
 
@@ -191,7 +191,8 @@ DT.Diff.prototype.show = function (key) {
   } else {
     var q = p.pairs[n], x = q.a, y = q.b;
     title = (x ? "%" + x.name : "—") + " / " + (y ? "%" + y.name : "—");
-    head = "<p>" + (q.status === "same" ? "aligned" : q.status) + (q.via !== "none" ? "; relative error <b>" + this.errText(q.error, q.via) +
+    head = "<p>" + (q.status === "same" ? "aligned" : q.status === "layout" ? "an op only the ranks run (collective, redistribution, view)" : q.status) +
+      (q.via === "partial" ? "; not compared: on the ranks its result is a partial sum (P(sum))" : "") + (q.via !== "none" && q.via !== "partial" ? "; relative error <b>" + this.errText(q.error, q.via) +
       "</b> through " + (q.via === "values" ? "kept tensors" : "stats") + (q.departs ? ", beyond tolerance" : ", within tolerance") : "") +
       (p.first === n ? '; <span class="nonfinite">the first departure</span>: ' + dtEsc(p.cause.join("; ")) : "") + "</p>";
     function g(o, k) { return o ? o[k] : null; }
