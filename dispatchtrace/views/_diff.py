@@ -343,8 +343,8 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
     structural = d.structural
     if structural:
         n = d.counts
-        ops = ", ".join(f"{n[k]} ops {k}" for k in ("added", "removed", "changed") if n[k])
-        lines.append(f"structure: {n['calls']} calls differ" + (f" ({ops})" if ops else ""))
+        ops = ", ".join(f"{n[k]} op{'s' if n[k] > 1 else ''} {k}" for k in ("added", "removed", "changed") if n[k])
+        lines.append(f"structure: {n['calls']} call{'s differ' if n['calls'] > 1 else ' differs'}" + (f" ({ops})" if ops else ""))
         lines += [f"  {s}" for s in structural[:limit]]
         if len(structural) > limit:
             lines.append(f"  ... {len(structural) - limit} more (Diff.structural)")
