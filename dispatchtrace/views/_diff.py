@@ -356,8 +356,9 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
         lines.append(f"layout: {sum(ops.values())} ops only the ranks run (collectives, redistributions, views), not "
                      f"compared: {', '.join(parts[:12]) + (', ...' if len(parts) > 12 else '') if parts else 'none'}")
         if d.via.get("partial"):
-            lines.append(f"  {d.via['partial']} op pairs not compared: on the ranks their result is a partial sum "
-                         "(P(sum)), whose full value no statistic of the ranks' gives; the op after the reduction is compared")
+            n = d.via["partial"]
+            lines.append(f"  {n} op pair{'s were' if n > 1 else ' was'} not compared: on the ranks the result is a partial "
+                         "sum (P(sum)), whose full value no statistic of the ranks' gives; the op after the reduction is compared")
     f = d.first
     if f is None:
         lines.append("values: agree within tolerance" if any(v != "none" for v in d.via) else "")
