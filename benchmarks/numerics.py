@@ -3,7 +3,8 @@
 Run: .venv/bin/python benchmarks/numerics.py [--repeat 5] [--layers 126] [--skip-resnet]
 
 - ResNet-50 on the CPU, one thread, eval, ``torch.no_grad()``, 1 x 3 x 224 x 224: a plain forward, the
-  stats-free ``dt.capture``, ``dt.capture(values="stats")``, DebugMode with ``log_tensor_hashes()`` (its
+  stats-free ``dt.capture``, ``dt.capture(values="stats")`` (and with ``stats=("zeros",)``; with
+  ``--fingerprint``, ``stats=("fingerprint",)`` too), DebugMode with ``log_tensor_hashes()`` (its
   default L2-norm hash of every op output) and a floor: a bare dispatch mode that takes one ``aminmax`` of
   each tensor an op returns (the cheapest pass any value statistic needs, with no recording at all),
   interleaved, medians (``overhead.interleaved``).
@@ -47,7 +48,7 @@ class OnePass(TorchDispatchMode):
         return out
 
 
-def resnet(repeat: int) -> None:
+def resnet(repeat: int, fingerprints: bool) -> None:
     torch.manual_seed(0)
     model, x = torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224)
 
@@ -62,6 +63,14 @@ def resnet(repeat: int) -> None:
         with dt.capture(model, values="stats"):
             model(x)
 
+    def zeros() -> None:
+        with dt.capture(model, values="stats", stats=("zeros",)):
+            model(x)
+
+    def fingerprint() -> None:
+        with dt.capture(model, values="stats", stats=("fingerprint",)):
+            model(x)
+
     def hashes() -> None:
         with DebugMode() as mode, mode.log_tensor_hashes():
             model(x)
@@ -71,13 +80,58 @@ def resnet(repeat: int) -> None:
             model(x)
 
     with torch.no_grad():
-        times = overhead.interleaved({"plain": plain, "capture": capture, "stats": stats, "hashes": hashes,
-                                      "one_pass": one_pass}, repeat)
+        variants = {"plain": plain, "capture": capture, "stats": stats, "zeros": zeros, "hashes": hashes,
+                    "one_pass": one_pass}
+        if fingerprints:
+            variants["fingerprint"] = fingerprint
+        times = overhead.interleaved(variants, repeat)
     base = times["plain"]
     print(f"resnet50 cpu, 1 thread, load average {overhead.loadavg()}")
     for name, label in (("plain", "plain forward"), ("capture", "dt.capture"), ("stats", 'dt.capture(values="stats")'),
+                        ("zeros", '... stats=("zeros",)'), ("fingerprint", '... stats=("fingerprint",)'),
                         ("hashes", "DebugMode + log_tensor_hashes()"), ("one_pass", "floor: one aminmax per output")):
+        if name not in times:
+            continue
         print(f"  {label:<34} {times[name] * 1e3:8.1f} ms  {times[name] / base:5.2f}x")
+
+
+def parts(repeat: int) -> None:
+    """What each reduction costs on ResNet-50's own tensors (each op's results and the parameters, kept from one
+    forward), each run over all of them: medians of ``time.process_time``."""
+    from dispatchtrace.recording._stats import _flat, _nonzero, _norm, fingerprint_of, stats_of
+
+    torch.manual_seed(0)
+    model, x = torchvision.models.resnet50(weights=None).eval(), torch.randn(1, 3, 224, 224)
+    kept: list[torch.Tensor] = []
+
+    class Keep(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            kept.extend(t.clone() for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.numel())
+            return out
+
+    with torch.no_grad(), Keep():
+        model(x)
+    kept += [p.detach().clone() for p in model.parameters()]
+    flat = [_flat(t if t.is_floating_point() else t.double()) for t in kept]
+    runs = {
+        "stats_of (the default)": lambda t: stats_of(t),
+        "stats_of, zeros=True": lambda t: stats_of(t, zeros=True),
+        "aminmax (two .item())": lambda t: [v.item() for v in torch.aminmax(t)],
+        "sum (torch's, .item())": lambda t: t.sum().item(),
+        "blocked L2 norm": lambda t: _norm(t, t.numel()),
+        "zero count (on the bits)": lambda t: _nonzero(t),
+        "fingerprint": lambda t: fingerprint_of(t),
+    }
+    print(f"resnet50's {len(kept)} tensors, {sum(t.numel() for t in kept) / 1e6:.1f} M elements (process time, median of {repeat})")
+    for name, f in runs.items():
+        times = []
+        for _ in range(repeat):
+            t0 = time.process_time()
+            for t in (kept if name.startswith(("stats_of", "fingerprint")) else flat):
+                f(t)
+            times.append(time.process_time() - t0)
+        print(f"  {name:<28} {sorted(times)[len(times) // 2] * 1e3:7.1f} ms")
 
 
 def decoder(layers: int) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -138,11 +192,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--layers", type=int, default=160)
     parser.add_argument("--skip-resnet", action="store_true")
+    parser.add_argument("--fingerprint", action="store_true", help='also stats=("fingerprint",) (slow)')
+    parser.add_argument("--skip-diff", action="store_true")
+    parser.add_argument("--parts", action="store_true", help="what each reduction costs on ResNet-50's tensors")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.skip_resnet:
-        resnet(args.repeat)
-    diff(args.layers, args.repeat)
+        resnet(args.repeat, args.fingerprint)
+    if args.parts:
+        parts(args.repeat)
+    if not args.skip_diff:
+        diff(args.layers, args.repeat)
 
 
 if __name__ == "__main__":

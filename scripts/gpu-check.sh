@@ -28,7 +28,8 @@ if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
   exit 2
 fi
 
-# 1. the cuda tests (about a minute on an H100-class GPU)
+# 1. the cuda tests (about a minute on an H100-class GPU); among them a values="stats" capture under
+#    torch.cuda.set_sync_debug_mode("error"), which raises on any synchronisation inside the block
 timeout 200 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda.py -rfEs -W ignore > "$LOG" 2>&1
 tests=$?
 {

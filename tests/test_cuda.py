@@ -220,7 +220,7 @@ def test_values_stats_on_cuda_equal_the_cpu_captures_and_find_the_first_nan() ->
     with torch.no_grad(), dt.capture(model, values="stats") as cpu:
         model(x)
     model.cuda()
-    with torch.no_grad(), dt.capture(model, values="stats") as gpu:
+    with torch.no_grad(), dt.capture(model, values="stats", stats=("zeros",)) as gpu:
         out = model(x.cuda())
     gpu.lint()
     assert gpu.values == "stats" and [op.target for op in gpu.ops] == [op.target for op in cpu.ops]
@@ -245,3 +245,32 @@ def test_values_stats_on_cuda_equal_the_cpu_captures_and_find_the_first_nan() ->
     assert found is not None and found.carried and found.op.call.path == "2", found  # read from the NaN weight (a leaf)
 
 
+
+
+def test_values_stats_on_cuda_never_synchronise_per_op() -> None:
+    """``values="stats"`` keeps each op's stats in rows on the device and reads them once when the block ends:
+    inside the block ``torch.cuda.set_sync_debug_mode("error")`` raises on any synchronisation, and none comes."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(inplace=True), nn.Flatten(),
+                          nn.Linear(8 * 14 * 14, 10)).cuda().train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, foreach=True)  # (Adam's step reads .item())
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    model(x).sum().backward()  # warm-up: cuDNN, the optimizer's state, the allocator
+    opt.step()
+    opt.zero_grad()
+    torch.cuda.synchronize()
+    with dt.capture(model, values="stats", stats=("zeros", "fingerprint")) as g:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            model(x).sum().backward()
+            opt.step()
+            inside = len(g.stats)
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    assert inside == 0 and len(g.stats) > len(g.ops)  # read at the end, every value an op read or made
+    read = [r for op in g.ops for r in op.inputs if not op.target.startswith("aten.empty")]
+    assert all(r.id in g.stats for r in read if r.device.startswith("cuda"))
+    w = model[4].weight.detach()
+    last = g.stats[next(r.id for op in reversed(g.ops) for r in op.mutated if r.name == "4.weight")]
+    assert last.max == pytest.approx(float(w.max())) and last.fingerprint is not None
+    assert last.norm == pytest.approx(float(w.double().norm()), rel=1e-6)

@@ -13,7 +13,9 @@ class Stats:
     ``nan``, ``posinf``, ``neginf`` and ``zeros`` count elements; ``min``, ``max``, ``mean`` and ``norm``
     (L2, accumulated in float64) are taken over the finite elements only (``None`` when there is none),
     so that one NaN does not hide the scale of the rest. Integer and bool tensors have no NaN or Inf;
-    a bool's ``mean`` is the fraction of ``True``.
+    a bool's ``mean`` is the fraction of ``True``. ``zeros`` is ``None`` where it was not counted and
+    ``fingerprint`` (a 64-bit hash of the value's bits, in element order) ``None`` where it was not taken:
+    both are ``capture(values="stats", stats=...)`` options.
 
     >>> s = Stats(4, 1, 0, 1, 1, 0.0, 2.0, 1.0, 2.0)
     >>> s.finite, s.nonfinite
@@ -31,6 +33,7 @@ class Stats:
     max: float | None
     mean: float | None
     norm: float | None
+    fingerprint: int | None = None
 
     @property
     def nonfinite(self) -> int:
@@ -41,6 +44,17 @@ class Stats:
     def finite(self) -> bool:
         """No NaN and no Inf."""
         return self.nan == 0 and self.posinf == 0 and self.neginf == 0
+
+    def bitwise_equal(self, other: Stats) -> bool | None:
+        """Whether both values are the same bits (their fingerprints agree); ``None`` where either has none.
+
+        >>> a = Stats(1, 0, 0, 0, None, 1.0, 1.0, 1.0, 1.0, fingerprint=7)
+        >>> a.bitwise_equal(a), a.bitwise_equal(Stats(1, 0, 0, 0, None, 1.0, 1.0, 1.0, 1.0))
+        (True, None)
+        """
+        if self.fingerprint is None or other.fingerprint is None:
+            return None
+        return self.fingerprint == other.fingerprint and self.numel == other.numel
 
     def has(self, kind: str) -> bool:
         """Whether it holds a value of ``kind``: ``"nan"``, ``"inf"`` (either sign) or ``"any"`` (either)."""

@@ -4,6 +4,7 @@ scope, the recorder and what it asks of autograd, collectives and DTensor."""
 from ._capture import VALUES, OpMode, Values, capture
 from ._keep import KEEP_BYTES, Keep
 from ._source import SourceTable, user_site
-from ._stats import stats_of
+from ._stats import EXTRAS, Extra, fingerprint_of, stats_of
 
-__all__ = ["KEEP_BYTES", "VALUES", "Keep", "OpMode", "SourceTable", "Values", "capture", "stats_of", "user_site"]
+__all__ = ["EXTRAS", "KEEP_BYTES", "VALUES", "Extra", "Keep", "OpMode", "SourceTable", "Values", "capture", "fingerprint_of",
+           "stats_of", "user_site"]

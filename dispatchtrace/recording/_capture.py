@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Literal, get_args
 
@@ -20,6 +20,7 @@ from ._literals import CONSTANTS_LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
 from ._scope import Scope
+from ._stats import Extra, extras
 from ._training import Phases
 
 _NO_KWARGS: dict[str, Any] = {}  # the kwargs of every op called without any: one dict, read only, not one per op
@@ -139,9 +140,11 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     block, which refuse to run while such hooks are set.
 
     ``values="stats"`` takes, for every tensor an op returns or writes (its value after the op), the
-    counts of NaN, +Inf, -Inf and zeros, the min, max, mean and L2 norm (``Stats``, in ``g.stats`` by ref
+    counts of NaN, +Inf and -Inf, the min, max, mean and L2 norm (``Stats``, in ``g.stats`` by ref
     id; ``g.first_nonfinite()`` finds the op that made a NaN), in the dispatch path, keeping no tensor;
-    meta and fake tensors have none. ``keep`` keeps full copies, detached and on the CPU, of the results
+    meta and fake tensors have none. ``stats`` adds what the default leaves out (``Extra``): ``"zeros"`` (exact
+    zero counts) and ``"fingerprint"`` (a hash of each value's bits: ``Stats.bitwise_equal``). On a GPU the
+    stats stay on the device until the block ends (no synchronisation per op). ``keep`` keeps full copies, detached and on the CPU, of the results
     of the ops and the outputs of the calls it matches (globs of op targets or names and call paths or
     labels, a list of them, or a predicate of the op or call): ``g.value(op)``; ``keep_bytes`` is their
     budget, and a copy that would pass it raises ``KeepBudgetError`` instead of being made.
@@ -163,10 +166,12 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     """
 
     def __init__(self, model: Any = None, *, source: bool = True, constants: int = CONSTANTS_LIMIT, saved: bool = True,
-                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
+                 values: Values = "none", keep: Keep = None, keep_bytes: int = KEEP_BYTES,
+                 stats: Iterable[Extra] = ()) -> None:
         if values not in VALUES:
             raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "
                              f"statistics of every op's results (g.stats), \"none\" keeps no value")
+        self._stats = extras(stats, values)
         self._values = values
         self._keep = keep
         self._keep_bytes = keep_bytes
@@ -187,7 +192,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         keywords = scope = phases = saved = None
         try:
             recorder = Recorder(self._model, source=self._source, constants=self._constants, values=self._values,
-                                keep=self._keep, keep_bytes=self._keep_bytes)
+                                keep=self._keep, keep_bytes=self._keep_bytes, stats=self._stats)
             phases = Phases(recorder)
             scope = Scope(recorder.enter, recorder.exit, recorder.note,
                           recompute=(phases.recompute_enter, phases.recompute_exit))

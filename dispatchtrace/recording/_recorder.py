@@ -33,7 +33,7 @@ from ._literals import CONSTANTS_LIMIT, literal_of
 from ._names import Names
 from ._params import add_params
 from ._source import Site, SourceTable, user_site
-from ._stats import StatsTaker
+from ._stats_taker import StatsTaker
 from ._tracker import Tracker
 
 Tensor = torch.Tensor
@@ -50,7 +50,7 @@ class Recorder(CallEvents):
     events are ``CallEvents``', this class records the ops)."""
 
     def __init__(self, model: Any, *, source: bool = True, constants: int = CONSTANTS_LIMIT, values: str = "none",
-                 keep: Keep = None, keep_bytes: int = KEEP_BYTES) -> None:
+                 keep: Keep = None, keep_bytes: int = KEEP_BYTES, stats: frozenset[str] = frozenset()) -> None:
         self._limit = constants
         self.builder = GraphBuilder()
         self.graph = self.builder.graph
@@ -83,7 +83,7 @@ class Recorder(CallEvents):
         """Names of tensors from before the block an optimizer step reads (``0.weight.exp_avg``), by ``id``."""
         self._n_dtensor = 0
         self.graph.values = values
-        self._stats = StatsTaker(self.graph.stats, self.tracker.live) if values == "stats" else None
+        self._stats = StatsTaker(self.graph.stats, self.tracker.live, stats) if values == "stats" else None
         self.before = self._stats.before if self._stats is not None else None
         """``(func, args, kwargs)``, called before each op runs, or ``None``: what the values need to see first."""
         self._keeper = Keeper(keep, keep_bytes, self.graph.kept) if keep is not None else None
@@ -316,6 +316,8 @@ class Recorder(CallEvents):
             table = SourceTable()
             table.assign(graph.ops, self._sites)
             table.assign(graph.calls, self._call_sites)
+        if self._stats is not None:
+            self._stats.finish()  # the stats still on a device, to the host: once
         if self._keeper is not None:
             for note in self._keeper.notes():
                 self.builder.add_note(note)

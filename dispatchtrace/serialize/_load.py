@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 from .._collector import Paused
@@ -173,6 +174,10 @@ class _Loader:
                 raise FormatError(f"a stats row is {str(row)[:60]}, not [{', '.join(STATS_FIELDS)}]")
             rid, numel, nan, posinf, neginf, zeros, *moments = row
             stats[rid] = Stats(numel, nan, posinf, neginf, zeros, *[_unvalue(m, _no_tensor) for m in moments])
+        for row in self.data.get("fingerprints", ()):
+            if type(row) is not list or len(row) != 2 or row[0] not in stats or type(row[1]) is not str:
+                raise FormatError(f"a fingerprints row is {str(row)[:60]}, not [tensor with stats, hex]")
+            stats[row[0]] = replace(stats[row[0]], fingerprint=int(row[1], 16))
 
     def _attribute(self) -> None:
         """Each op's ``origin``, ``grad_of`` and ``param`` (all calls and ops exist by now)."""

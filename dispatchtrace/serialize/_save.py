@@ -149,9 +149,13 @@ def _values_entries(graph: Graph) -> dict[str, Any]:
     """Format 5's optional keys: what the capture kept of values, each tensor's ``Stats`` as a row."""
     if graph.values == "none" and not graph.stats:
         return {}
-    return {"values": graph.values,
-            "stats": [[rid, s.numel, s.nan, s.posinf, s.neginf, s.zeros, _value(s.min), _value(s.max), _value(s.mean),
-                       _value(s.norm)] for rid, s in graph.stats.items()]}
+    entries = {"values": graph.values,
+               "stats": [[rid, s.numel, s.nan, s.posinf, s.neginf, s.zeros, _value(s.min), _value(s.max), _value(s.mean),
+                          _value(s.norm)] for rid, s in graph.stats.items()]}
+    fingerprints = [[rid, f"{s.fingerprint:x}"] for rid, s in graph.stats.items() if s.fingerprint is not None]
+    if fingerprints:  # capture(stats=("fingerprint",)): [tensor, hex] (text: a JSON number past 2**53 loses bits)
+        entries["fingerprints"] = fingerprints
+    return entries
 
 
 def to_json(graph: Graph) -> dict[str, Any]:

@@ -65,3 +65,12 @@ def compare_stats(sa: Stats, sb: Stats, rtol: float, atol: float) -> tuple[float
     worst = max(abs(sa.min - sb.min), abs((sa.max or 0.0) - (sb.max or 0.0)), abs((sa.mean or 0.0) - (sb.mean or 0.0)),
                 abs(rms_a - rms_b))
     return (worst / scale if scale else 0.0), worst > atol + rtol * scale
+
+
+def bitwise(ga: Graph, a: TensorRef, gb: Graph, b: TensorRef) -> bool | None:
+    """Whether value ``b`` is ``a``'s very bits (``Stats.bitwise_equal`` of their fingerprints, taken with
+    ``capture(values="stats", stats=("fingerprint",))``); ``None`` where either side has no fingerprint."""
+    sa, sb = ga.stats.get(a.id), gb.stats.get(b.id)
+    if sa is None or sb is None or a.shape != b.shape or a.dtype != b.dtype:
+        return None
+    return sa.bitwise_equal(sb)

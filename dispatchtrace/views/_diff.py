@@ -376,7 +376,7 @@ def report(d: Diff, *, depth: int = 2, limit: int = 40) -> str:
         lines += [f"  {line}" for line in d.cause]
     if d.via.get("stats"):
         n = d.via["stats"]
-        lines.append(f"note: {'every op pair was' if d.stats_only else f'{n} op pairs were'} {STATS_ONLY}")
+        lines.append(f"note: {'the values were' if d.stats_only else f'{n} op pairs were'} {STATS_ONLY}")
     shown = [cd for cd in d.calls if cd.a.parent is not None and cd.a.depth <= depth and cd.via != "none"]
     if shown:
         lines.append(f"largest relative difference of each call's outputs (depth <= {depth}):")

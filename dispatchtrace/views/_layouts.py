@@ -13,7 +13,7 @@ read on every rank, at the same place (the same op, the same result or argument)
 
 >>> from ..graph import Stats
 >>> combine([Stats(2, 0, 0, 0, 0, 1.0, 2.0, 1.5, 5 ** 0.5), Stats(2, 1, 0, 0, 1, 0.0, 0.0, 0.0, 0.0)])
-Stats(numel=4, nan=1, posinf=0, neginf=0, zeros=1, min=0.0, max=2.0, mean=1.0, norm=2.23606797749979)
+Stats(numel=4, nan=1, posinf=0, neginf=0, zeros=1, min=0.0, max=2.0, mean=1.0, norm=2.23606797749979, fingerprint=None)
 """
 
 from __future__ import annotations
@@ -45,12 +45,14 @@ class Full:
 
 
 def combine(parts: list[Stats]) -> Stats:
-    """The stats of a tensor from those of its disjoint shards (their elements together, each counted once)."""
+    """The stats of a tensor from those of its disjoint shards (their elements together, each counted once;
+    zeros where every shard counted them; no fingerprint: a hash of the whole is no combination of the parts')."""
     finite = [(s, s.numel - s.nonfinite) for s in parts if s.min is not None]
     n = sum(k for _, k in finite)
     return Stats(
         numel=sum(s.numel for s in parts), nan=sum(s.nan for s in parts), posinf=sum(s.posinf for s in parts),
-        neginf=sum(s.neginf for s in parts), zeros=sum(s.zeros for s in parts),
+        neginf=sum(s.neginf for s in parts),
+        zeros=None if any(s.zeros is None for s in parts) else sum(s.zeros for s in parts),  # type: ignore[misc]
         min=min((s.min for s, _ in finite), default=None),  # type: ignore[type-var]
         max=max((s.max for s, _ in finite), default=None),  # type: ignore[type-var]
         mean=sum((s.mean or 0.0) * k for s, k in finite) / n if n else None,

@@ -79,3 +79,35 @@ def test_views_of_one_storage_read_after_a_sibling_was_written_have_stats() -> N
         base.sum()  # the base too, with the value a's write made
     add, total = h.find_ops("aten.add.Tensor")[0], h.find_ops("aten.sum*")[0]
     assert h.stats[add.inputs[0].id].min == 3.0 and h.stats[total.inputs[0].id].min == -2.0
+
+
+def test_a_collective_result_gets_its_stats_where_it_is_next_read_after_its_wait() -> None:
+    """What a collective returns or writes is complete after its wait (an async all-reduce's buffer): its stats
+    are taken where an op next reads it, never at the collective itself."""
+    import warnings
+
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as fc
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            with dt.capture(values="stats") as g:
+                x = torch.ones(4, 8)
+                work = dist.all_reduce(x, async_op=True)
+                at_the_op = [r.id in g.stats for r in (*g.ops[-1].outputs, *g.ops[-1].mutated)]
+                work.wait()
+                y = x * 2
+                z = fc.all_reduce(y, "sum", dist.group.WORLD)
+                at_the_op += [r.id in g.stats for r in g.ops[-1].outputs]
+                (z + 1).sum()
+    finally:
+        dist.destroy_process_group()
+    collectives = [op for op in g.ops if op.target.startswith(("c10d.allreduce", "_c10d_functional.all_reduce"))]
+    assert len(collectives) == 2 and at_the_op and not any(at_the_op)
+    assert all(r.id in g.stats for op in collectives for r in op.outputs)  # taken where next read
+    mul = g.find_ops("aten.mul*")[0]
+    assert mul.inputs[0].producer is collectives[0] and g.stats[mul.inputs[0].id].max == 1.0  # read after the wait
+    assert _without_stats(g) == []

@@ -18,7 +18,7 @@ from dispatchtrace.views._layouts import combine
 
 
 def stats_of(t: torch.Tensor) -> Stats:
-    with dt.capture(nn.Identity(), values="stats") as g:
+    with dt.capture(nn.Identity(), values="stats", stats=("zeros",)) as g:
         t.clone()
     return g.stats[g.ops[-1].outputs[0].id]
 
@@ -30,7 +30,8 @@ def test_combined_shards_are_the_whole_tensors_stats() -> None:
     got = combine(parts)
     assert (got.numel, got.nan, got.posinf, got.neginf, got.min, got.max) == \
         (whole.numel, whole.nan, whole.posinf, whole.neginf, whole.min, whole.max)
-    assert got.mean == pytest.approx(whole.mean, rel=1e-12) and got.norm == pytest.approx(whole.norm, rel=1e-12)
+    # (each part summed in float32 by torch: the whole and the parts round differently, by about 1e-8)
+    assert got.mean == pytest.approx(whole.mean, rel=1e-6) and got.norm == pytest.approx(whole.norm, rel=1e-6)
     assert got.zeros == whole.zeros == 1
 
 
