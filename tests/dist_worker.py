@@ -164,9 +164,14 @@ def _forward(case: str, rank: int, world: int) -> tuple[nn.Module | None, object
         fn = functional if case == "functional" else c10d
         return None, lambda: fn(rank, world)
     torch.manual_seed(0)
+    perturbed = case.endswith("_perturbed")  # rank 1 adds 0.5 to one element of its shard of the first weight
+    case = case.removesuffix("_perturbed")
     model = {"tp": lambda: tp(rank, world), "fsdp": lambda: fsdp(rank, world), "ddp": lambda: ddp(rank, world), "mismatch": Branchy,
              "skips": Skips}[case]()
-    x = torch.ones(2, 8)
+    if perturbed and rank == 1:
+        with torch.no_grad():
+            (model.up if case == "tp" else model.a.up).weight.to_local()[0, 0] += 0.5
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(1)) if case in ("tp", "fsdp") else torch.ones(2, 8)
     return model, lambda: model(x)
 
 

@@ -32,4 +32,4 @@ def test_numerics_doc_blocks_print_what_it_shows(tmp_path: Path, monkeypatch) ->
         assert expected is not None, f"python block {i} of {DOC.name} is not followed by the text it prints"
         assert shown(expected, out), f"block {i} printed:\n{out}\nthe doc shows:\n{expected}"
         checked += 1
-    assert checked == 6
+    assert checked == 7

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import glob
 from collections.abc import Sequence
 
 from ..render import write_diff
-from ..serialize import load
+from ..serialize import load, load_ranks
 from ..views import diff
 from ._errors import ArgumentParser, CliError
 
@@ -20,10 +21,12 @@ def parser() -> argparse.ArgumentParser:
         "through kept tensors, else statistics (capture with --values stats). Exit status 0 when they agree, "
         "1 when they differ, 2 on an error. -o diff.html also writes the page of the diff (render/_diff_page.py).",
         examples=["dispatchtrace diff fp32.json bf16.json", "dispatchtrace diff trace.rank0.json trace.rank1.json",
-                  "dispatchtrace diff a.json b.json --rtol 1e-3 --depth 1", "dispatchtrace diff fp32.json bf16.json -o diff.html"],
+                  "dispatchtrace diff a.json b.json --rtol 1e-3 --depth 1", "dispatchtrace diff fp32.json bf16.json -o diff.html",
+                  "dispatchtrace diff single.json 'tp.rank*.json'"],
     )
-    p.add_argument("a", metavar="A.json", help="the reference capture")
-    p.add_argument("b", metavar="B.json", help="the capture compared with it")
+    p.add_argument("a", metavar="A.json", help="the reference capture, or a parallel job's rank files as a quoted glob "
+                   "('tp.rank*.json': their values made whole from the ranks' shards)")
+    p.add_argument("b", metavar="B.json", help="the capture compared with it (or a quoted glob of rank files)")
     p.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5)")
     p.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default 1e-8)")
     p.add_argument("--depth", type=int, default=2, metavar="N", help="show calls down to this depth (default 2)")
@@ -33,15 +36,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _side(path: str) -> object:
+    """One capture, or a parallel job's ``{rank: Graph}`` when ``path`` is a glob (``'tp.rank*.json'``)."""
+    return load_ranks(path) if glob.has_magic(path) else load(path)
+
+
 def run(argv: Sequence[str]) -> int:
     from ..views._diff import report
 
     args = parser().parse_args(list(argv))
     try:
-        a, b = load(args.a), load(args.b)
+        a, b = _side(args.a), _side(args.b)
+        d = diff(a, b, rtol=args.rtol, atol=args.atol)
     except (OSError, ValueError) as e:
         raise CliError(str(e)) from e
-    d = diff(a, b, rtol=args.rtol, atol=args.atol)
     print(report(d, depth=args.depth))
     if args.output:
         try:

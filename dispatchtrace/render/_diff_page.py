@@ -70,6 +70,17 @@ def _op(g: Graph, op: Op | None, s: _Strings) -> dict[str, Any] | None:
             "outs": _tensors(g, (*op.outputs, *op.mutated), s), "ins": _tensors(g, op.inputs, s)}
 
 
+def _whole(d: Diff, a: Op, b: Op, pair: dict[str, Any], s: _Strings) -> None:
+    """A pair's tensors shown as a layout diff compares them: each parallel side's full value (``Diff.shown``)."""
+    for key, ra_list, rb_list in (("outs", (*a.outputs, *a.mutated), (*b.outputs, *b.mutated)), ("ins", a.inputs, b.inputs)):
+        if len(ra_list) != len(rb_list):
+            continue
+        rows = [d.shown(ra, rb) for ra, rb in zip(ra_list, rb_list, strict=True)]
+        pair["a"][key] = [[s(f"{r.text}: {r.label}"), _short(stats_row(x))] for r, (x, _) in zip(ra_list, rows, strict=True)]
+        pair["b"][key] = [[s(f"{r.text}: {r.label}" + (" (rank 0's part; stats of the whole)" if r.shape != ra.shape else "")), _short(stats_row(y))]
+                          for r, ra, (_, y) in zip(rb_list, ra_list, rows, strict=True)]
+
+
 def _call(g: Graph, c: Call, s: _Strings) -> dict[str, Any]:
     outs: tuple[TensorRef, ...] = g.outputs if c.parent is None else c.outputs
     return {"label": c.label, "type": c.type, "path": c.path, "index": c.index, "repeat": c.repeat,
@@ -81,7 +92,9 @@ def diff_payload(d: Diff) -> dict[str, Any]:
     ``"a"`` or ``"b"`` (a call of one side only), ``error``, ``via``, the op pairs it aligns (``pairs``,
     indices into ``pairs``), ``changed`` counts and each side's details ``a`` / ``b``); ``pairs`` (``status``,
     ``error``, ``departs``, ``via``, each side's op or ``None``); ``first`` (a pair index or ``None``),
-    ``report`` (``str(d)``), ``agree``, ``rtol``, ``atol``, ``values`` (whether anything was compared)."""
+    ``report`` (``str(d)``), ``cause`` (``Diff.cause``: why the first departure starts there), ``counts``
+    (``Diff.counts``: the calls that differ in structure and the ops inside them), ``stats_only``, ``agree``,
+    ``rtol``, ``atol``, ``values`` (whether anything was compared); a call and a pair have ``departs``."""
     s = _Strings()
     pairs: list[dict[str, Any]] = []
     first = None
@@ -90,17 +103,20 @@ def diff_payload(d: Diff) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for cd in d.calls:
         idx = []
-        counts = {"added": 0, "removed": 0, "changed": 0}
+        counts = {"added": 0, "removed": 0, "changed": 0, "layout": 0}
         for p in cd.ops:
             if p is d.first:
                 first = len(pairs)
             idx.append(len(pairs))
             if p.status != "same":
                 counts[p.status] += 1
-            pairs.append({"status": p.status, "error": _num(p.error), "departs": p.departs, "via": p.via,
-                          "a": _op(d.a, p.a, s), "b": _op(d.b, p.b, s)})
+            pair = {"status": p.status, "error": _num(p.error), "departs": p.departs, "via": p.via,
+                    "a": _op(d.a, p.a, s), "b": _op(d.b, p.b, s)}
+            if (d.layout_a is not None or d.layout_b is not None) and p.a is not None and p.b is not None:
+                _whole(d, p.a, p.b, pair, s)  # a parallel job's side: the full values the diff compared
+            pairs.append(pair)
         row = {"side": "both", "label": cd.label, "type": cd.a.type, "depth": cd.a.depth, "error": _num(cd.error),
-               "via": cd.via, "pairs": idx, "changed": counts, "a": _call(d.a, cd.a, s), "b": _call(d.b, cd.b, s)}
+               "via": cd.via, "departs": cd.departs, "pairs": idx, "changed": counts, "a": _call(d.a, cd.a, s), "b": _call(d.b, cd.b, s)}
         by_a[id(cd.a)] = by_b[id(cd.b)] = len(rows)
         rows.append(row)
     for row, cd in zip(rows, d.calls, strict=True):  # d.calls is a's pre-order: a parent's row comes first
@@ -109,11 +125,13 @@ def diff_payload(d: Diff) -> dict[str, Any]:
         g, by = (d.a, by_a) if side == "a" else (d.b, by_b)
         for c in tops:
             rows.append({"side": side, "parent": by.get(id(c.parent), 0), "label": c.label, "type": c.type,
-                         "depth": c.depth, "error": None, "via": "none", "pairs": [],
+                         "depth": c.depth, "error": None, "via": "none", "departs": False, "pairs": [],
                          "changed": {"added": 0, "removed": 0, "changed": 0}, "inner": sum(1 for _ in _walk(c)) - 1,
                          "a": _call(g, c, s) if side == "a" else None, "b": _call(g, c, s) if side == "b" else None})
-    return {"title": _title(d), "s": s.items, "fields": {"st": [list(f) for f in STATS_TABLES["st"]]}, "calls": rows, "pairs": pairs, "first": first, "report": str(d),
-            "agree": d.agree, "rtol": d.rtol, "atol": d.atol, "values": any(v != "none" for v in d.via)}
+    return {"title": _title(d), "s": s.items, "fields": {"st": [list(f) for f in STATS_TABLES["st"]]}, "calls": rows,
+            "pairs": pairs, "first": first, "report": str(d), "cause": list(d.cause), "counts": d.counts,
+            "stats_only": d.stats_only, "agree": d.agree, "rtol": d.rtol, "atol": d.atol,
+            "values": any(v != "none" for v in d.via)}
 
 
 def _walk(c: Call) -> Any:

@@ -6,7 +6,7 @@ tensors had none: meta or fake); with ``"stats"``, ``st`` per op a row of table 
 each a list of rows of ``sp`` (``[tensor, stats]``, ``stats`` a row of ``st``: ``Stats``' fields in order,
 ``[numel, nan, posinf, neginf, zeros, min, max, mean, norm]``, a float that is not finite as the text ``"inf"``,
 or ``None``), ``cst`` per call its outputs' stats, and ``nf`` the first non-finite value
-(``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase"}`` or ``None``. The three
+(``views.first_nonfinite``): ``{"op": index or None, "text", "carried", "phase", "verdict", "why"}`` or ``None``. The three
 tables' field names (``STATS_TABLES``) go in the payload's ``fields``, as the rows of calls and ops do.
 
 >>> import torch, dispatchtrace as dt
@@ -88,5 +88,6 @@ def values_payload(graph: Graph, string: Callable[[str], Any]) -> dict[str, Any]
             copies = {id(o): v for v, o in getattr(graph, "source_op", {}).items()}
             view_op = copies.get(id(found.op))
             index = None if view_op is None else view_op.index
-        nf = {"op": index, "name": found.op.name, "text": str(found), "carried": found.carried, "phase": found.op.phase}
+        nf = {"op": index, "name": found.op.name, "text": str(found), "carried": found.carried, "phase": found.op.phase,
+              "verdict": found.verdict, "why": found.unsure}
     return {"vals": state, "st": ops, "cst": calls, "nf": nf}

@@ -12,6 +12,7 @@ from ._estimate_metrics import ESTIMATE_METRICS, forget_estimate, shown_estimate
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
 from ._layers import layering
+from ._layouts import Layout
 from ._memory import Memory, memory
 from ._metric_defs import BUILTIN as BUILTIN_METRICS
 from ._metrics import (
@@ -39,9 +40,9 @@ from ._tree import Tree, tree
 
 __all__ = [
     "BUILTIN_METRICS", "CallDiff", "CallRef", "Cluster", "CollapsedGraph", "Collective", "Collectives", "Costs",
-    "Diff", "ESTIMATE_METRICS", "Edge", "Estimate", "Memory", "Metric", "Node", "NonFinite", "NonFiniteKind",
-    "OpPair", "PLACES", "Predicate", "RankEstimates", "Span", "Summary", "TIME_METRICS", "Timeline", "Tree",
-    "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of", "capture_of",
+    "Diff", "ESTIMATE_METRICS", "Edge", "Estimate", "Layout", "Memory", "Metric", "Node", "NonFinite",
+    "NonFiniteKind", "OpPair", "PLACES", "Predicate", "RankEstimates", "Span", "Summary", "TIME_METRICS", "Timeline",
+    "Tree", "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of", "capture_of",
     "collapse", "collapse_at", "collectives", "costs", "diff", "diff_report", "estimate", "estimate_ranks",
     "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "forget_estimate", "has_backward", "has_stats",
     "layering", "matches", "measured_timeline", "memory", "metrics", "mismatch", "noise_ops", "ops_between",

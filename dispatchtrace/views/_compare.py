@@ -10,8 +10,9 @@ import torch
 from .._torch import disable_current_modes
 from ..graph import Graph, Stats, TensorRef
 
-Via = Literal["values", "stats", "none"]
-"""What a comparison read: both sides' kept tensors, both sides' statistics, or nothing (meta tensors)."""
+Via = Literal["values", "stats", "none", "partial"]
+"""What a comparison read: both sides' kept tensors, both sides' statistics, or nothing (meta tensors; a
+parallel job's partial sums, ``"partial"``: their full value is no combination of the ranks' statistics)."""
 
 
 def compare(ga: Graph, a: TensorRef, gb: Graph, b: TensorRef, rtol: float, atol: float) -> tuple[float, bool, Via]:
@@ -26,7 +27,7 @@ def compare(ga: Graph, a: TensorRef, gb: Graph, b: TensorRef, rtol: float, atol:
     sa, sb = ga.stats.get(a.id), gb.stats.get(b.id)
     if sa is None or sb is None:
         return 0.0, False, "none"
-    return (*_stats(sa, sb, rtol, atol), "stats")
+    return (*compare_stats(sa, sb, rtol, atol), "stats")
 
 
 def _tensors(ta: object, tb: object, rtol: float, atol: float) -> tuple[float, bool, Via]:
@@ -51,7 +52,8 @@ def _tensors(ta: object, tb: object, rtol: float, atol: float) -> tuple[float, b
         return error, departs, "values"
 
 
-def _stats(sa: Stats, sb: Stats, rtol: float, atol: float) -> tuple[float, bool]:
+def compare_stats(sa: Stats, sb: Stats, rtol: float, atol: float) -> tuple[float, bool]:
+    """``(error, departs)`` of two values' statistics (``compare``'s rule)."""
     if (sa.nan, sa.posinf, sa.neginf) != (sb.nan, sb.posinf, sb.neginf) or (sa.min is None) != (sb.min is None):
         return math.inf, True
     if sa.min is None or sb.min is None:

@@ -64,7 +64,9 @@ def test_first_departure_is_marked_and_jumped_to(browser: object, tmp_path: Path
     assert row.is_visible() and "first" in (row.get_attribute("class") or "")
     assert f"%{d.first.a.name}" in row.inner_text() and "first departure" in row.inner_text()
     details = p.page.inner_text("#details")
-    assert "the first departure (its inputs agree)" in details and f"{d.first.error:.3g}" in details
+    assert d.cause == ("it reads secondary_conv.weight (parameter), which differs already",)
+    assert "the first departure: " + d.cause[0] in details and f"{d.first.error:.3g}" in details  # what the report says
+    assert "its inputs agree" not in details and d.cause[0] in str(d)
     sa, sb = a.stats[d.first.a.outputs[0].id], b.stats[d.first.b.outputs[0].id]
     assert str(sa) in details and str(sb) in details and str(sa) != str(sb)  # both sides, as Python prints them
     p.page.click(f'#tree .row[data-key="{sec}"]')  # closes it: the call's own details, both columns
@@ -114,4 +116,85 @@ def test_a_call_of_one_side_shows_only_that_side(browser: object, tmp_path: Path
     side.click()
     assert "(only in b)" in p.page.inner_text("#details h3") and "%addmm_1: f32[1, 2]" in p.page.inner_text("#details")
     assert p.page.locator("#first").is_disabled() and p.page.inner_text("#verdict").startswith("they")
+    p.close()
+
+
+def test_errors_print_as_python_prints_them(browser: object, tmp_path: Path) -> None:
+    a, b = one_more_call()
+    dt.write_diff(dt.diff(a, b), tmp_path / "numbers.html")
+    p = open_page(browser, tmp_path / "numbers.html")
+    values = [2.69e-10, 1.23e10, 1e-20, 1.5e-20, 3.3e-5, 0.000123, 0.00123, 0.5, 1.0, 100.0, 999.6, 1234.0, 1e10, 9.996e-11, 1e100]
+    got = p.page.evaluate("(vs) => vs.map(v => DT.diff.errText(v, 'stats'))", values)
+    assert got == [f"{v:.3g}" for v in values]  # 2.69e-10, not 2.69e-1; 1.23e+10, not 1.23e+1
+    assert p.page.evaluate("[DT.diff.errText('inf', 'stats'), DT.diff.errText(0, 'stats'), DT.diff.errText(1, 'none')]") == \
+        ["inf", "0", "–"]
+    p.close()
+
+
+def test_errors_within_tolerance_are_not_coloured_as_departures(browser: object, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16))
+    other = copy.deepcopy(model)
+    with torch.no_grad():
+        other[0].weight.mul_(1 + 1e-7)  # within rtol 1e-4 everywhere
+        other[2].weight[0, 0] += 0.5  # beyond it: the last layer departs
+    x = torch.randn(4, 16)
+    graphs = []
+    for m in (model, other):
+        with torch.no_grad(), dt.capture(m, values="stats") as g:
+            m(x)
+        graphs.append(g)
+    a, b = graphs
+    d = dt.diff(a, b, rtol=1e-4, atol=1e-6)
+    small = [q for cd in d.calls for q in cd.ops if 0 < q.error < 1e-4]
+    assert small and not any(q.departs for q in small) and d.first is not None and d.first.a.call.path == "2"  # type: ignore[union-attr]
+    dt.write_diff(d, tmp_path / "tol.html")
+    p = open_page(browser, tmp_path / "tol.html")
+    p.page.click("#open-all")
+    fills = p.page.evaluate("Object.fromEntries([...document.querySelectorAll('#tree .row')].map(r => [r.dataset.key, "
+                            "[r.querySelector('.err').style.background, r.querySelector('.err').innerText]]))")
+    agree = p.page.evaluate("(() => { const e = document.createElement('i'); e.style.background = DT.AGREE; return e.style.background; })()")
+    pairs = [q for cd in d.calls for q in cd.ops]
+    payload = p.page.evaluate("DT.diff.p.pairs.map(q => [q.error, q.departs])")
+    assert len(payload) == len(pairs)
+    for k, q in enumerate(pairs):
+        fill, text = fills[f"p{k}"]
+        assert text == f"{q.error:.3g}"
+        if q.error == 0:
+            assert fill == "rgb(255, 255, 255)"
+        elif not q.departs:
+            assert fill == agree, (q, fill)  # e.g. 1e-7 within rtol 1e-4: the colour of agreement, not red
+        else:
+            assert fill not in (agree, "rgb(255, 255, 255)", ""), q
+    assert "within tolerance" in p.page.inner_text("#legend") and "rtol 0.0001" in p.page.inner_text("#legend")
+    p.close()
+
+
+def test_counts_are_calls_as_the_report_counts_them_and_the_cast_is_named(browser: object, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block()).eval()
+    x = torch.randn(2, 6, 32, generator=torch.Generator().manual_seed(1))
+    graphs = []
+    for bf16 in (False, True):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), dt.capture(model, values="stats") as g:
+            model(x)
+        graphs.append(g)
+    d = dt.diff(*graphs, rtol=1e-3, atol=1e-5)
+    n = d.counts
+    assert n["calls"] == len(d.structural) == 4 and n["added"] > n["calls"]  # 4 Linear calls, several casts in each
+    assert f"structure: {n['calls']} calls differ ({n['added']} ops added)" in str(d)
+    dt.write_diff(d, tmp_path / "bf16.html")
+    p = open_page(browser, tmp_path / "bf16.html")
+    p.page.click("#close-all")
+    shown = rows(p)
+    blocks = [t for t in shown.values() if t.startswith(("0 ", "1 "))]
+    assert sorted(blocks) == sorted(t for t in blocks if "2 calls inside differ" in t) and len(blocks) == 2
+    assert f"{n['calls']} calls differ in structure" in p.page.inner_text("#verdict")
+    p.page.click("#first")
+    details = p.page.inner_text("#details")
+    assert d.first is not None and d.cause and "as autocast adds" in d.cause[0]
+    assert "the first departure: " + d.cause[0] in details and "its inputs agree" not in details
+    p.page.click("#open-all")
+    linears = [t for k, t in rows(p).items() if k[0] == "c" and "Linear" in t]
+    assert linears and all("ops added" in t for t in linears)
     p.close()

@@ -122,3 +122,24 @@ def test_the_pages_scripts_declare_what_they_read_and_define() -> None:
         assert header(text, "defines") == defined(text) and header(text, "reads") == read(text), name
         assert read(text) <= done, f"{name} reads what no earlier script of the page defines"
         done |= defined(text)
+
+
+def test_a_layout_diffs_page_shows_the_full_values_it_compared() -> None:
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 16), nn.ReLU()), torch.randn(6, 8)
+
+    def cap(inp: torch.Tensor) -> dt.Graph:
+        with torch.no_grad(), dt.capture(model, values="stats") as g:
+            model(inp)
+        return g
+
+    single = cap(x)
+    d = dt.diff(single, {0: cap(x[:2]), 1: cap(x[2:])})  # a batch split over two "ranks"
+    assert d.agree
+    p = diff_payload(d)
+    relu = next(q for q in p["pairs"] if p["s"][q["a"]["target"]] == "aten.relu.default")
+    (a_name, a_row), = relu["a"]["outs"]
+    (b_name, b_row), = relu["b"]["outs"]
+    assert a_row[0] == b_row[0] == 6 * 16  # the whole value's numel on both sides, not rank 0's part
+    assert p["s"][b_name].endswith("(rank 0's part; stats of the whole)") and "f32[2, 16]" in p["s"][b_name]
+    assert relu["via"] == "stats" and not relu["departs"]

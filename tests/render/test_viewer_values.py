@@ -127,3 +127,37 @@ def test_the_pages_stats_text_is_pythons(browser: object, hunt: dt.Graph, tmp_pa
                                                                  [2, 2, 0, 0, 0, None, None, None, None]])
     assert texts == [str(dt.graph.Stats(3, 1, 0, 2, 1, -1.5, 2.0, 0.25, 2.5)), "empty", "no finite value nan 2"]
     p.close()
+
+
+class Magnitude(nn.Module):
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z.abs() + 1
+
+
+@pytest.mark.parametrize("case", ["unsure", "carried"])
+def test_the_page_says_what_python_answers_made_carried_or_unsure(browser: object, tmp_path: Path, case: str) -> None:
+    if case == "unsure":  # a complex input has no stats: whether abs made the NaN cannot be told
+        model, x = Magnitude(), torch.tensor([1 + 1j, complex(float("nan"), 0.0)])
+    else:
+        model, x = nn.Linear(2, 2), torch.tensor([[1.0, float("nan")]])
+    with torch.no_grad(), dt.capture(model, values="stats") as g:
+        model(x)
+    found = g.first_nonfinite()
+    assert found is not None and found.verdict == case
+    p = Page(browser, g.render(tmp_path / f"{case}.html", depth="ops"))
+    assert p.page.evaluate("DT.app.model.values.nf.verdict") == case
+    p.page.click("#first-nf")
+    p.idle()
+    assert p.page.evaluate("DT.app.selected") == f"o{found.op.index}"
+    details = p.page.inner_text("#details")
+    assert "made the first NaN/Inf" not in details
+    if case == "unsure":
+        assert f"the first NaN/Inf shows here, its maker uncertain: {found.unsure}" in details
+    else:
+        assert "the first op to read the first NaN/Inf (already in its input)" in details
+    p.page.select_option("#colour", "nonfinite")
+    p.idle()
+    legend = p.page.inner_text("#legend")
+    assert "made the first" not in legend
+    assert ("first NaN/Inf, maker uncertain" if case == "unsure" else "first read the first NaN/Inf") in legend
+    p.close()

@@ -179,3 +179,43 @@ def test_a_training_step_diff_compares_gradients_and_updates() -> None:
     phases = {p.a.phase for cd in d.calls for p in cd.ops if p.departs}  # type: ignore[union-attr]
     assert phases == {"forward", "backward", "optimizer"}
     assert d.first is not None and d.first.a.phase == "forward" and d.first.a.call.label == "layers.0.norm1"  # type: ignore[union-attr]
+
+
+def test_a_stats_only_diff_cannot_see_one_element_scaled_by_1_001_and_says_so() -> None:
+    torch.manual_seed(0)
+    lin = nn.Linear(64, 64)
+    x = torch.randn(8, 64)
+    y = x.clone()
+    y[3, 5] *= 1.001  # min, max, mean and norm stay within rtol 1e-4; the element itself is off by 1e-3
+
+    def run(inp: torch.Tensor, **kw: object) -> dt.Graph:
+        with torch.no_grad(), dt.capture(lin, values="stats", **kw) as g:  # type: ignore[arg-type]
+            lin(inp)
+        return g
+
+    d = dt.diff(run(x), run(y), rtol=1e-4, atol=1e-6)
+    assert d.first is None and d.stats_only
+    text = str(d)
+    assert "values: agree within tolerance" in text
+    assert "note: the values were compared through statistics only" in text and "keep=" in text
+    kept = dt.diff(run(x, keep="aten.addmm*"), run(y, keep="aten.addmm*"), rtol=1e-4, atol=1e-6)
+    assert kept.first is not None and kept.first.via == "values" and kept.first.a.target == "aten.addmm.default"  # type: ignore[union-attr]
+    assert not kept.stats_only and "1 op pairs were compared through statistics only" in str(kept)
+
+
+def test_the_departure_says_when_it_starts_at_casts_autocast_added() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 32), nn.GELU(), nn.Linear(32, 32)).eval()
+    x = torch.randn(4, 32)
+    graphs = []
+    for bf16 in (False, True):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), dt.capture(model, values="stats") as g:
+            model(x)
+        graphs.append(g)
+    d = dt.diff(*graphs, rtol=1e-4, atol=1e-6)
+    assert d.first is not None and d.first.b is not None
+    why = d.cause
+    assert len(why) == 1 and "cast from f32 to bf16" in why[0] and "as autocast adds" in why[0]
+    assert "its inputs agree" not in str(d) and why[0] in str(d)
+    same = dt.diff(graphs[0], graphs[0])
+    assert same.cause == ()

@@ -123,3 +123,146 @@ def test_the_summary_shows_each_calls_output_norm_and_nan_count() -> None:
     with torch.no_grad(), dt.capture(model) as plain:
         model(torch.tensor([[1.0, 2.0, 3.0]]))
     assert "NaN/Inf" not in str(plain.summary()) and "norm" not in plain.summary().rows()[0]
+
+
+# The triggers of issue 36: an answer never names a false maker, the earliest event wins, and "any" never
+# comes after "nan" or "inf".
+
+
+def answers(g: dt.Graph) -> dict[str, dt.NonFinite | None]:
+    return {k: g.first_nonfinite(k) for k in ("any", "nan", "inf")}  # type: ignore[arg-type]
+
+
+def assert_consistent(found: dict[str, dt.NonFinite | None]) -> None:
+    """``any`` is the earlier of ``nan`` and ``inf``; no answer says "made" while an input's stats are unknown."""
+    specific = [f for k, f in found.items() if k != "any" and f is not None]
+    if not specific:
+        assert found["any"] is None
+        return
+    first = found["any"]
+    assert first is not None and first.op.index == min(f.op.index for f in specific)
+    for f in found.values():
+        if f is not None and f.verdict == "made":
+            assert all(s is not None for _, s in f.inputs), f"{f} names a maker whose inputs are not all known"
+
+
+class Bigram(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = nn.Embedding(10, 8), nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(x))
+
+
+@needs_node_hook
+def test_the_step_after_the_nan_with_adam_is_carried_in_the_embedding_not_made_by_the_optimizer() -> None:
+    torch.manual_seed(0)
+    model = Bigram()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randint(0, 10, (4, 6)), torch.randint(0, 10, (4, 6))
+
+    def step() -> torch.Tensor:
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        return loss
+
+    step()
+    opt.zero_grad()  # the step that makes the NaN: one gradient row NaN, as an overflow would leave it
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    loss.backward()
+    model.embed.weight.grad[x[0, 0]] *= float("nan")  # type: ignore[index]
+    opt.step()
+    assert model.embed.weight.isnan().any() and opt.state[model.embed.weight]["exp_avg"].isnan().any()
+    with dt.capture(model, values="stats") as g:  # the step after: the loss first reads NaN
+        loss = step()
+    assert loss.isnan()
+    found = answers(g)
+    assert_consistent(found)
+    for kind in ("any", "nan"):
+        f = found[kind]
+        assert f is not None and f.verdict == "carried", f
+        assert f.tensor.name == "embed.weight" and f.phase == "forward" and f.op.target == "aten.embedding.default"
+        assert str(f).startswith(("NaN/Inf already in embed.weight, first read by %embedding",
+                                  "NaN already in embed.weight, first read by %embedding"))
+    assert found["inf"] is None
+
+
+def gru_capture() -> dt.Graph:
+    torch.manual_seed(0)
+    gru = nn.GRU(4, 3)  # on the CPU: unsafe_split of the gates, then in-place sigmoid_ / mul_ / add_ on the chunks
+    x = torch.randn(3, 1, 4)
+    x[0, 0, 1], x[0, 0, 2] = float("inf"), -float("inf")  # inf - inf: a NaN made inside the first addmm
+    with torch.no_grad(), dt.capture(gru, values="stats") as g:
+        out, _ = gru(x)
+    assert out.isnan().any()
+    return g
+
+
+def test_any_nan_and_inf_agree_on_a_gru() -> None:
+    g = gru_capture()
+    assert any(op.target == "aten.unsafe_split.Tensor" for op in g.ops)
+    found = answers(g)
+    assert_consistent(found)
+    inf, nan, any_ = found["inf"], found["nan"], found["any"]
+    assert inf is not None and inf.verdict == "carried" and inf.tensor.kind == "input"
+    assert any_ is not None and any_.op is inf.op and any_.verdict == "carried" and any_.kind == "any"
+    assert nan is not None and nan.op.target == "aten.addmm.default" and nan.verdict == "made"
+    assert nan.op.index > inf.op.index
+
+
+def test_a_gru_view_read_after_its_sibling_view_was_written_has_stats() -> None:
+    g = gru_capture()
+    missing = [f"%{op.name} reads {r.text}" for op in g.ops for r in op.inputs if r.id not in g.stats]
+    assert not missing, missing
+
+
+class InPlaceBuffer(nn.Module):
+    """A buffer whose first read writes it in place (a running statistic, a step counter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("acc", torch.tensor([1.0, float("nan"), 3.0]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.acc.mul_(0.9)
+        return x + self.acc
+
+
+def test_a_buffer_whose_first_read_writes_it_in_place_is_never_named_as_the_maker() -> None:
+    model = InPlaceBuffer()
+    with torch.no_grad(), dt.capture(model, values="stats") as g:
+        model(torch.ones(3))
+    found = g.first_nonfinite()
+    assert found is not None and found.op.target == "aten.mul_.Tensor" and found.verdict != "made", found
+    assert found.inputs[0][1] is not None and found.inputs[0][1].nan == 1  # its value before the write
+    assert_consistent(answers(g))
+
+
+def test_a_buffer_whose_first_read_writes_it_in_place_is_carried() -> None:
+    model = InPlaceBuffer()
+    with torch.no_grad(), dt.capture(model, values="stats") as g:
+        model(torch.ones(3))
+    found = g.first_nonfinite()
+    assert found is not None and found.verdict == "carried" and found.tensor.name == "acc", found
+    assert str(found).startswith("NaN/Inf already in acc, first read by %mul_")
+
+
+class Magnitude(nn.Module):
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z.abs() + 1
+
+
+def test_an_op_whose_input_has_no_stats_is_unsure_not_the_maker() -> None:
+    z = torch.tensor([1 + 1j, complex(float("nan"), 0.0)])  # complex tensors have no stats
+    with torch.no_grad(), dt.capture(Magnitude(), values="stats") as g:
+        Magnitude()(z)
+    found = g.first_nonfinite()
+    assert found is not None and found.op.target == "aten.abs.default" and found.verdict == "unsure"
+    assert not found.carried and found.unsure == "input z has no stats: a complex tensor (c64[2]) has none"
+    text = str(found)
+    assert text.startswith("NaN/Inf first seen in %abs = aten.abs.default in Magnitude")
+    assert "maker uncertain: input z has no stats" in text and "made" not in text.splitlines()[0]
+    assert_consistent(answers(g))

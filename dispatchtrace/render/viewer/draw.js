@@ -252,7 +252,8 @@ DT.View.prototype.nonfinite = function (keys, out, legend) {
   if (v.missing()) { legend.textContent = "NaN/Inf: values " + v.missing(); return out; }
   keys.forEach(function (k) { if (k === first) out[k] = DT.FIRST_BAD; else if (v.bad(k)) out[k] = DT.BAD; });
   legend.innerHTML = !v.nf ? "NaN/Inf: every value is finite" : '<span class="sw" style="background:' + DT.FIRST_BAD + '"></span>' +
-    (v.first >= 0 ? "made the first NaN/Inf (%" + DT.esc(v.nf.name) + ")" : "first NaN/Inf: in " + DT.esc(v.nf.phase) + ", not in this view") +
+    (v.first >= 0 ? (v.nf.carried ? "first read the first NaN/Inf" : v.nf.verdict === "unsure" ? "first NaN/Inf, maker uncertain"
+      : "made the first NaN/Inf") + " (%" + DT.esc(v.nf.name) + ")" : "first NaN/Inf: in " + DT.esc(v.nf.phase) + ", not in this view") +
     ' <span class="sw" style="background:' + DT.BAD + '"></span>holds a NaN/Inf (white: finite)';
   return out;
 };

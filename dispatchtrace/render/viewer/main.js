@@ -115,7 +115,8 @@ DT.start = function () {
   nfButton.disabled = vals.first < 0;
   nfButton.title = vals.missing() ? "no values: " + vals.missing() : !vals.nf ? "no NaN or Inf: every value is finite"
     : vals.first < 0 ? "the first NaN/Inf is in " + vals.nf.phase + ", not in this view (render with phase=\"all\")"
-    : "go to %" + vals.nf.name + ", the op that made the first NaN/Inf (n)";
+    : "go to %" + vals.nf.name + (vals.nf.carried ? ", the first op to read the first NaN/Inf (n)"
+      : vals.nf.verdict === "unsure" ? ", where the first NaN/Inf shows, its maker uncertain (n)" : ", the op that made the first NaN/Inf (n)");
   app.firstNonfinite = function () {
     if (vals.first < 0) { traced.textContent = nfButton.title; return app.ready; }
     return app.go("o" + vals.first);

@@ -78,7 +78,8 @@ DT.Panel.prototype.values = function (t, n) {
     var row = v.ops[n] || { outputs: [], inputs: [] }, first = v.first === n;
     return [["values", list(row.outputs) || "no results"], ["input values", list(row.inputs) || null],
             ["NaN/Inf", first ? '<span class="nonfinite">' + (v.nf.carried ? "the first op to read the first NaN/Inf (already in its input)"
-                                                               : "made the first NaN/Inf of the capture") + "</span>" : null]];
+      : v.nf.verdict === "unsure" ? "the first NaN/Inf shows here, its maker uncertain: " + DT.esc(v.nf.why)
+      : "made the first NaN/Inf of the capture") + "</span>" : null]];
   }
   var c = m.calls[n], outs = v.calls[n] || [];
   return [["output values", list(outs.map(function (s, k) { return { tensor: c.outs[k], stats: s }; })) || null],
