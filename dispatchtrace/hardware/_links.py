@@ -5,41 +5,34 @@ from __future__ import annotations
 import difflib
 
 from ..errors import SpecError
+from ._builtin import BUILT_IN
 from ._link import Link
 
 # Bandwidth is per rank and direction: what one GPU can push into this level at once. Latency is one step
-# of a ring or tree across this level under NCCL's Simple protocol, the hardware part of NCCL's per-step
-# latency (tuning.cc's hwLat, Simple, ring: NVLink 3.4 us, PCI 5.7 us, NET 14 us; the LL protocols pay a
-# share of it: hardware/_collective.py).
+# of a ring or tree across this level under NCCL's Simple protocol (tuning.cc's hwLat: NVLink 3.4 us, PCI
+# 5.7 us, NET 14 us; the LL protocols pay a share of it: hardware/_collective.py). The links of the built-in
+# devices are declared once, with their datasheets, in _builtin.py; the names here point at them, and the
+# three interconnects no built-in device has are declared here.
 LINKS: dict[str, Link] = {
-    link.name: link
-    for link in (
-        Link(name="nvlink3", bandwidth=300e9, latency=3.4e-6,
-             source="NVIDIA A100 datasheet (2021): NVLink 600 GB/s bidirectional per GPU, 300 GB/s each way"),
-        Link(name="nvlink4", bandwidth=450e9, latency=3.4e-6,
-             source="NVIDIA H100 datasheet (2023): NVLink 900 GB/s bidirectional per GPU, 450 GB/s each way"),
-        Link(name="nvlink5", bandwidth=900e9, latency=3.4e-6,
-             source="NVIDIA HGX B200 datasheet (2024): NVLink 1.8 TB/s bidirectional per GPU, 900 GB/s each way"),
-        Link(name="xgmi", bandwidth=448e9, latency=3.4e-6,
-             source="AMD Instinct MI300X datasheet (2023): 7 Infinity Fabric links of 128 GB/s bidirectional, "
-                    "896 GB/s in all, 448 GB/s each way"),
-        Link(name="pcie4", bandwidth=32e9, latency=5.7e-6,
-             source="PCI Express 4.0 x16: 64 GB/s bidirectional, 32 GB/s each way"),
-        Link(name="pcie5", bandwidth=64e9, latency=5.7e-6,
-             source="PCI Express 5.0 x16: 128 GB/s bidirectional, 64 GB/s each way"),
-        Link(name="ib-hdr", bandwidth=25e9, latency=14e-6,
-             source="InfiniBand HDR, one 200 Gb/s NIC per GPU (DGX A100): 25 GB/s each way"),
-        Link(name="ib-ndr", bandwidth=50e9, latency=14e-6,
-             source="InfiniBand NDR, one 400 Gb/s NIC per GPU (DGX H100/H200, DGX B200): 50 GB/s each way"),
-        Link(name="ib-xdr", bandwidth=100e9, latency=14e-6,
-             source="InfiniBand XDR, one 800 Gb/s NIC per GPU: 100 GB/s each way"),
-        Link(name="roce-400", bandwidth=50e9, latency=14e-6,
-             source="RoCE v2, one 400 Gb/s Ethernet NIC per GPU: 50 GB/s each way"),
-        Link(name="eth-100", bandwidth=12.5e9, latency=30e-6,
-             source="100 Gb/s Ethernet per node, TCP (a cloud instance without RDMA): 12.5 GB/s each way; "
-                    "the latency is our assumption, not NCCL's"),
-    )
+    "nvlink3": BUILT_IN["a100-80gb"].intra_node,
+    "nvlink4": BUILT_IN["h100-sxm"].intra_node,
+    "nvlink5": BUILT_IN["b200"].intra_node,
+    "xgmi": BUILT_IN["mi300x"].intra_node,
+    "pcie4": BUILT_IN["l4"].intra_node,
+    "pcie5": BUILT_IN["h100-pcie"].intra_node,
+    "ib-hdr": BUILT_IN["a100-80gb"].inter_node,
+    "ib-ndr": BUILT_IN["h100-sxm"].inter_node,
+    "ib-xdr": Link(name="800 Gb/s XDR InfiniBand", bandwidth=100e9, latency=14e-6,
+                   source="one 800 Gb/s XDR InfiniBand NIC per GPU: 100 GB/s each way; latency: NCCL tuning.cc hwLat (NET)"),
+    "roce-400": Link(name="400 Gb/s RoCE", bandwidth=50e9, latency=14e-6,
+                     source="RoCE v2, one 400 Gb/s Ethernet NIC per GPU: 50 GB/s each way; latency: NCCL tuning.cc hwLat (NET)"),
+    "eth-100": Link(name="100 Gb/s Ethernet (TCP)", bandwidth=12.5e9, latency=30e-6,
+                    source="100 Gb/s Ethernet per node, TCP (a cloud instance without RDMA): 12.5 GB/s each way; "
+                           "the latency is our assumption, not NCCL's"),
 }
+"""Interconnects by name (``link_of``, ``Graph.estimate(intra_node=..., inter_node=...)``)."""
+
+assert all(link is not None for link in LINKS.values())  # every built-in device named above has its links
 
 
 def link_of(name: str | Link) -> Link:
