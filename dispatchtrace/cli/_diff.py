@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
+from ..graph import Graph
 from ..render import write_diff
 from ..serialize import load
 from ..views import diff
@@ -18,7 +20,7 @@ def parser() -> argparse.ArgumentParser:
         "and report the structural differences, the first op whose results depart beyond tolerance while its "
         "inputs did not, and the largest relative difference of each call's outputs. Values are compared "
         "through kept tensors, else statistics (capture with --values stats). Exit status 0 when they agree, "
-        "1 when they differ, 2 on an error. -o diff.html also writes the page of the diff (render/_diff_page.py).",
+        "1 when they differ (in structure or in values: a structural difference alone, values agreeing, is 1), 2 on an error. -o diff.html also writes the page of the diff (render/_diff_page.py).",
         examples=["dispatchtrace diff fp32.json bf16.json", "dispatchtrace diff trace.rank0.json trace.rank1.json",
                   "dispatchtrace diff a.json b.json --rtol 1e-3 --depth 1", "dispatchtrace diff fp32.json bf16.json -o diff.html"],
     )
@@ -37,16 +39,35 @@ def run(argv: Sequence[str]) -> int:
     from ..views._diff import report
 
     args = parser().parse_args(list(argv))
-    try:
-        a, b = load(args.a), load(args.b)
-    except (OSError, ValueError) as e:
-        raise CliError(str(e)) from e
+    if args.output is not None:
+        _check_page(args.output)
+    a, b = _read(args.a), _read(args.b)
     d = diff(a, b, rtol=args.rtol, atol=args.atol)
     print(report(d, depth=args.depth))
     if args.output:
         try:
+            Path(args.output).parent.mkdir(parents=True, exist_ok=True)
             write_diff(d, args.output, title=args.title)
         except (OSError, ValueError) as e:
             raise CliError(str(e)) from e
         print(f"wrote {args.output}")
     return 0 if d.agree else 1
+
+
+def _check_page(path: str) -> None:
+    """``-o`` names an HTML page: refused before any file is read, as the main command refuses a bad suffix."""
+    if not path.lower().endswith((".html", ".htm")):
+        raise CliError(f"-o {path}: a diff renders to one HTML page; name it like diff.html")
+
+
+def _read(path: str) -> Graph:
+    """A saved capture; a missing, foreign or damaged file is one line naming it (exit 2)."""
+    p = Path(path)
+    if p.is_dir():
+        raise CliError(f"{path} is a folder; name a capture file in it (written by g.save('trace.json'))")
+    if not p.is_file():
+        raise CliError(f"no such file: {path} (save a capture with g.save('{p.name}'))")
+    try:
+        return load(path)
+    except (OSError, ValueError) as e:
+        raise CliError(str(e)) from e

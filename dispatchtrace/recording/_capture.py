@@ -15,7 +15,7 @@ from .._collector import Paused
 from .._torch import DETACH, DETACH_TWICE, NODE_CREATION_HOOK, graph_task_id
 from ..graph import Graph
 from ._dtensor import RUNNING, dtensor_type, faking
-from ._keep import KEEP_BYTES, Keep
+from ._keep import KEEP_BYTES, Keep, check_keep
 from ._literals import CONSTANTS_LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
@@ -161,6 +161,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         if values not in VALUES:
             raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "
                              f"statistics of every op's results (g.stats), \"none\" keeps no value")
+        check_keep(keep, keep_bytes)
         self._values = values
         self._keep = keep
         self._keep_bytes = keep_bytes
