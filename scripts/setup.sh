@@ -54,7 +54,7 @@ printf 'torch==%s\ntorchvision==%s\n' $(.venv/bin/python -c "import torch, torch
 if [ "$TEST" = 1 ]; then
   .venv/bin/pip install -q --disable-pip-version-check -c .venv/torch-pins.txt -e ".[dev,zoo,apps,traces]" 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import dispatchtrace, pytest, transformers, timm, playwright, hta, chakra"
-elif ! .venv/bin/python -c "import dispatchtrace, graphviz" >/dev/null 2>&1; then
+else
   .venv/bin/pip install -q --disable-pip-version-check -c .venv/torch-pins.txt -e . 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c "import dispatchtrace, graphviz"
 fi
