@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
 from .._structure import map_leaves, tensor_leaves
-from .._torch import has_values
 from ..graph import SCHEMAS as _schemas
 from ..graph import (
     Call,
@@ -77,6 +77,7 @@ class Recorder(CallEvents):
         self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
         self._n_constants = 0
+        self._fresh: list[tuple[str, Tensor]] = []  # constants classified during the op being recorded
         self.phase: Phase = "forward"
         """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
         self.state_names: dict[int, str] = {}
@@ -102,9 +103,21 @@ class Recorder(CallEvents):
             return "input", name
         self._n_constants += 1
         name = f"_tensor_constant{self._n_constants - 1}"
-        if not has_values(t):  # a meta or fake constant: replay will say why it has no value
-            self.builder.set_constant(name, literal_of(t, self._limit))
+        # its value within the constants= limit (a plain tensor attribute: Faster R-CNN's anchors), so replay needs
+        # nothing else; else why not (meta, fake, too large), which replay says
+        self.builder.set_constant(name, literal_of(t, self._limit))
+        self._fresh.append((name, t))  # op() forgets the value if the op reading it first wrote it (its value is after)
         return "constant", name
+
+    def _forget_written(self, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A constant first read by an op that wrote it was seen after the write: no recorded value (replay says so,
+        ``verify`` takes the value from its eager run)."""
+        written = {id(t) for t in info.written(args, kwargs)} if info.writes else ()
+        for name, t in self._fresh:
+            literal = self.graph.constants.get(name)
+            if id(t) in written and literal is not None and literal.values is not None:
+                self.builder.set_constant(name, replace(literal, values=None, why="the op that first read it wrote it"))
+        self._fresh.clear()
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
@@ -116,6 +129,8 @@ class Recorder(CallEvents):
         except KeyError:
             info = schema_of(func)
         recorded, rkwargs, inputs, shared, producers = self._arguments(info, args, kwargs, out)
+        if self._fresh:
+            self._forget_written(info, args, kwargs)
         base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
         counts = self._name_counts
         n = counts[base]
