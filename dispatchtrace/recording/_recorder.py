@@ -78,6 +78,7 @@ class Recorder(CallEvents):
         self._n_inputs = 0
         self._n_constants = 0
         self._fresh: list[tuple[str, Tensor]] = []  # constants classified during the op being recorded
+        self._read_constants: list[str] = []  # every constant whose value (or why not) was recorded when first seen
         self.phase: Phase = "forward"
         """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
         self.state_names: dict[int, str] = {}
@@ -107,6 +108,7 @@ class Recorder(CallEvents):
         # nothing else; else why not (meta, fake, too large), which replay says
         self.builder.set_constant(name, literal_of(t, self._limit))
         self._fresh.append((name, t))  # op() forgets the value if the op reading it first wrote it (its value is after)
+        self._read_constants.append(name)
         return "constant", name
 
     def _forget_written(self, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -332,11 +334,23 @@ class Recorder(CallEvents):
         if self._keeper is not None:
             for note in self._keeper.notes():
                 self.builder.add_note(note)
+        if self._read_constants:
+            _drop_unread(graph, self._read_constants)
         self.tracker.close()
         self.names.clear()
         self._pending.clear()
         self._int_lists.clear()
         return self.builder.finish(error)
+
+
+def _drop_unread(graph: Graph, names: list[str]) -> None:
+    """Forget the values of constants seen but read by no op or call of the graph (a DTensor's local tensor
+    seen at the DTensor level): ``graph.constants`` holds the constants of the graph only (``lint``)."""
+    read = {r.name for op in graph.ops for r in op.inputs if r.kind == "constant"}
+    read.update(r.name for c in graph.calls for r in c.inputs if r.kind == "constant")
+    for name in names:
+        if name not in read:
+            graph.constants.pop(name, None)
 
 
 _GENERIC = frozenset({"self", "input", "other", "tensor", "tensors", "a", "b", "x", "out"})
