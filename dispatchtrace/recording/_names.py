@@ -119,6 +119,26 @@ class Names:
         return entry[1], entry[2]
 
 
+def tensor_attribute(module: Any, path: str, t: torch.Tensor) -> str | None:
+    """Where ``module`` (at ``path``) holds ``t`` as a plain attribute, directly or in a list, tuple or dict
+    (``rpn.anchor_generator.cell_anchors[0]``); ``None`` if it does not.
+
+    >>> m = torch.nn.Module()
+    >>> m.anchors = [torch.zeros(1), torch.ones(1)]
+    >>> tensor_attribute(m, "rpn", m.anchors[1]), tensor_attribute(m, "", torch.ones(1))
+    ('rpn.anchors[1]', None)
+    """
+    dot = f"{path}." if path else ""
+    for name, value in getattr(module, "__dict__", {}).items():
+        if value is t:
+            return dot + name
+        items = enumerate(value) if isinstance(value, (list, tuple)) else value.items() if isinstance(value, dict) else ()
+        for key, v in items:
+            if v is t:
+                return f"{dot}{name}[{key!r}]"
+    return None
+
+
 _HOLDERS = ("func", "fn", "function", "_func", "_fn", "__wrapped__")
 """Where a module that wraps one function holds it: an attribute, else a free variable of its ``forward``."""
 

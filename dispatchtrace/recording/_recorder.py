@@ -30,7 +30,7 @@ from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
 from ._keep import KEEP_BYTES, Keep, Keeper
 from ._literals import CONSTANTS_LIMIT, literal_of
-from ._names import Names
+from ._names import Names, tensor_attribute
 from ._params import add_params
 from ._source import Site, SourceTable, user_site
 from ._stats import StatsTaker
@@ -106,7 +106,14 @@ class Recorder(CallEvents):
         name = f"_tensor_constant{self._n_constants - 1}"
         # its value within the constants= limit (a plain tensor attribute: Faster R-CNN's anchors), so replay needs
         # nothing else; else why not (meta, fake, too large), which replay says
-        self.builder.set_constant(name, literal_of(t, self._limit))
+        literal = literal_of(t, self._limit)
+        if literal.values is None and literal.why is not None and literal.why.startswith("it is "):  # over the limit
+            call = self.stack[-1]
+            where = tensor_attribute(call.module, call.path, t)
+            if where is not None:
+                literal = replace(literal, why=f"{literal.why}; or register {where}, a plain tensor attribute of "
+                                               f"{call.type}, as a buffer, which replay reads from the model")
+        self.builder.set_constant(name, literal)
         self._fresh.append((name, t))  # op() forgets the value if the op reading it first wrote it (its value is after)
         self._read_constants.append(name)
         return "constant", name

@@ -45,7 +45,9 @@ def test_one_over_the_byte_limit_is_named_with_what_to_do() -> None:
     with torch.no_grad(), dt.capture(m, constants=8) as g:  # each anchor is 16 bytes
         m(x)
     with pytest.raises(ReplayError, match=r"constant _tensor_constant0 \(f32\[1, 4\], first read by .*it is 16 bytes, "
-                                          r"over the capture limit of 8 \(dt.capture\(model, constants=16\) keeps it\)"):
+                                          r"over the capture limit of 8 \(dt.capture\(model, constants=16\) keeps it\); "
+                                          r"or register cell_anchors\[0\], a plain tensor attribute of Anchored, as a "
+                                          r"buffer, which replay reads from the model\)"):
         g.to_fx(m)
 
 
