@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -91,3 +92,18 @@ def test_without_a_model_every_module_keeps_its_class_name() -> None:
     with torch.no_grad(), dt.capture() as g:
         net(torch.randn(2, 4))
     assert [c.label for c in g.calls] == ["Caller", "Caller.lin", "ReLU", "Sigmoid", "Held"]
+
+
+@pytest.mark.slow
+def test_transformers_kernels_func_is_named_after_the_function_it_wraps() -> None:
+    pytest.importorskip("transformers", reason="the zoo extra: pip install 'dispatchtrace[zoo]'")
+    pytest.importorskip("kernels", reason="transformers wraps functions in kernels' Func only where kernels is installed")
+    from dispatchtrace.models import build
+
+    config = {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 100}
+    model, args, kwargs = build("hf:llama", config=config)
+    with torch.no_grad(), dt.capture(model) as g:
+        model(*args, **kwargs)
+    funcs = [c.label for c in g.calls if c.type == "Func"]
+    assert funcs and all(label.startswith("apply_rotary_pos_emb") for label in funcs), funcs
