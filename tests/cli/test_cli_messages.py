@@ -89,3 +89,17 @@ def test_a_config_whose_shapes_break_the_forward_says_to_check_config(capsys: py
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("dispatchtrace: error: the forward pass of hf:bert on input 1x16 raised")
     assert "check --config, which sets its shapes" in err
+
+
+def test_every_name_of_the_facade_loads_from_where_its_type_checking_import_says() -> None:
+    """A name added to ``dispatchtrace/__init__.py`` needs its line in ``_HOMES`` too (a merge can miss it)."""
+    import ast
+
+    import dispatchtrace as dt
+
+    tree = ast.parse((ROOT / "dispatchtrace" / "__init__.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    declared = {a.asname or a.name: (n.module or a.name) for n in block.body if isinstance(n, ast.ImportFrom)
+                for a in n.names}
+    assert {k: v for k, v in declared.items() if k != "models"} == dt._HOMES
+    assert set(dt.__all__) <= set(dt._HOMES) and all(getattr(dt, name) is not None for name in dt.__all__)
