@@ -41,7 +41,7 @@ SPECS = zoo.specs(libraries=True)
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_zoo(spec: zoo.Spec, device: str, request: pytest.FixtureRequest) -> None:
     if spec.library in ("transformers", "timm"):
-        pytest.importorskip(spec.library, reason="the zoo extra: scripts/setup.sh installs it")
+        pytest.importorskip(spec.library, reason="the zoo extra: scripts/setup.sh --test installs it")
     if (spec.name, device) in KNOWN:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[spec.name, device]))
     row = zoo.run(spec, device)

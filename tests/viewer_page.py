@@ -35,7 +35,7 @@ CROSSINGS = """() => {
 
 
 def chromium() -> str | None:
-    """Debian's chromium (``scripts/setup.sh`` installs it), or None where there is none."""
+    """Debian's chromium (``scripts/setup.sh --test`` installs it), or None where there is none."""
     return CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
 
 
@@ -43,7 +43,7 @@ def require_browser() -> None:
     """Skip the calling test module where playwright or chromium is missing (call it at module level)."""
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
     if chromium() is None:
-        pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh installs Debian's package)", allow_module_level=True)
+        pytest.skip(f"no chromium at {CHROMIUM} (scripts/setup.sh --test installs Debian's package)", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
+    if "--version" in args and args[0] not in SUBCOMMANDS:  # answered before torch is imported
+        from .._version import __version__
+
+        print(f"dispatchtrace {__version__}")
+        return 0
     try:
         return _command(args)(args[1:] if args and args[0] in SUBCOMMANDS else args)
     except CliError as e:

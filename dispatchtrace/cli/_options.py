@@ -219,5 +219,6 @@ def forward_error(name: str, inputs: Sequence[Any], error: Exception) -> CliErro
     shapes = ", ".join("x".join(str(s) for s in t.shape) for t in inputs)
     ints = any(not (t.dtype.is_floating_point or t.dtype.is_complex) for t in inputs)
     hint = "; an integer --dtype gives token ids, for models that take them" if ints else ""
+    checks = "--config, which sets its shapes, then --input and --dtype" if name.startswith(("hf:", "timm:")) else "--input and --dtype"
     return CliError(f"the forward pass of {name} on input {shapes} raised {one_line(error)}"
-                    f" (check --input and --dtype{hint})")
+                    f" (check {checks}{hint})")

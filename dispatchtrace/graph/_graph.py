@@ -237,9 +237,17 @@ class Graph:
 
         return first_nonfinite(self, kind)
 
-    def value(self, x: Op | Call | TensorRef) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    def value(self, x: Op | Call | TensorRef | str) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """The copy ``capture(keep=...)`` kept of a tensor, of an op's result or of a call's output (a tuple
-        where there are several); ``NotKeptError`` for one it did not keep."""
+        where there are several), the op or call given itself or by name (an op's, ``"addmm"``, else a call's
+        label, ``"layer1.0.relu#2"``); ``NotKeptError`` for one it did not keep."""
+        if isinstance(x, str):
+            x = next((o for o in self.ops if o.name == x), None) or next((c for c in self.calls if c.label == x), None) or x
+            if isinstance(x, str):
+                raise KeyError(f"no op named {x!r} and no call labelled {x!r}: g.value takes an op, a call, a tensor ref "
+                               f"or the name of one (op names look like {self.ops[0].name if self.ops else 'addmm'!r})")
+        if not isinstance(x, (Op, Call, TensorRef)):
+            raise TypeError(f"g.value takes an op, a call, a tensor ref or an op's name or call's label, not {type(x).__name__}")
         refs = (x,) if isinstance(x, TensorRef) else x.outputs
         what = x.text if isinstance(x, TensorRef) else f"%{x.name}" if isinstance(x, Op) else x.label
         if not refs:

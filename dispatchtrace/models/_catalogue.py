@@ -12,7 +12,6 @@ dispatchtrace.errors.ModelError: unknown model 'resnet5'; did you mean resnet50 
 from __future__ import annotations
 
 import ast
-import difflib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import torch.nn as nn
 from .._text import human, one_line
 from ..errors import ModelError, ModelTooLargeError
 from . import _hf, _timm
+from ._close import close_matches
 from ._hf import Task
 from ._tensors import check_device, on, random_tensor
 from ._user import FORMS as USER_FORMS
@@ -279,14 +279,14 @@ def _did_you_mean(name: str) -> str:
     types = _installed(_hf.model_types)
     close = [f"hf:{name}"] if name in types else [f"timm:{name}"] if _installed_timm(name) else []
     if not close:
-        close = difflib.get_close_matches(name, names("torchvision") + sorted(BUILTIN), n=3)
+        close = close_matches(name, names("torchvision") + sorted(BUILTIN))
     guess = _hf.guess_type(name, types) if types and not close else None
     if guess:
         close = [f"hf:{guess}"]
     if not close and types:
-        close = [f"hf:{c}" for c in difflib.get_close_matches(name.lower(), types, n=3)]
+        close = [f"hf:{c}" for c in close_matches(name.lower(), types)]
     if not close:
-        close = [f"timm:{c}" for c in difflib.get_close_matches(name, _installed(_timm.model_names), n=3)]
+        close = [f"timm:{c}" for c in close_matches(name, _installed(_timm.model_names))]
     return f"did you mean {' or '.join(close)}? " if close else ""
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ import torch
 import torch.nn as nn
 
 from ..errors import ModelError
+from ._close import close_matches
 from ._tensors import random_tensor
 
 Task = Literal["causal-lm", "masked-lm", "seq2seq", "base"]
@@ -163,11 +163,17 @@ def resolve(model_type: str, overrides: dict[str, Any], task: Task | None) -> Hf
     if unknown:
         common = set(tf.PretrainedConfig().to_dict())
         keys = sorted(k for k in default.to_dict() if k not in common)
-        close = difflib.get_close_matches(unknown[0], keys, n=3)
+        close = close_matches(unknown[0], keys)
         hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise ModelError(f"hf:{model_type}'s config ({type(default).__name__}) has no {unknown[0]!r}; {hint}"
                          f"its keys: {', '.join(keys[:12])}{', ...' if len(keys) > 12 else ''}")
-    config = tf.AutoConfig.for_model(model_type, **overrides) if overrides else default
+    try:
+        config = tf.AutoConfig.for_model(model_type, **overrides) if overrides else default
+    except Exception as e:  # transformers' strict configs: a field of the wrong type, a value out of range
+        reason = " ".join(line.strip() for line in str(e).splitlines() if line.strip()) or type(e).__name__
+        given = " ".join(f"{k}={v!r}" for k, v in overrides.items())
+        raise ModelError(f"hf:{model_type}'s config refused the overrides {given}: {reason}; check config= "
+                         "(--config KEY=VALUE: values read as Python literals, num_hidden_layers=2 hidden_act='gelu')") from e
     has = tasks_of(model_type)
     if task is None:
         task = next((t for t in _DEFAULT_ORDER if t in has), None)
@@ -219,5 +225,5 @@ def _defined(cls: type) -> set[str]:
 
 def _suggest(name: str, types: list[str]) -> str:
     guess = guess_type(name, types)
-    close = [guess] if guess else difflib.get_close_matches(name.lower(), types, n=3)
+    close = [guess] if guess else close_matches(name.lower(), types)
     return f"did you mean {' or '.join(f'hf:{c}' for c in close)}? " if close else ""

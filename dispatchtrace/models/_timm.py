@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +9,7 @@ import torch
 import torch.nn as nn
 
 from ..errors import ModelError
+from ._close import close_matches
 from ._tensors import random_tensor
 
 INSTALL = "pip install timm (or dispatchtrace's zoo extra: pip install 'dispatchtrace[zoo]')"
@@ -67,7 +67,7 @@ def resolve(name: str, overrides: dict[str, Any]) -> TimmModel:
     """``timm:NAME`` with the name checked: an unknown one is a ``ModelError`` with close names."""
     tm = timm()
     if not tm.is_model(name):
-        close = difflib.get_close_matches(name, model_names(), n=3)
+        close = close_matches(name, model_names())
         hint = f"; did you mean {' or '.join(f'timm:{c}' for c in close)}?" if close else ""
         raise ModelError(f"unknown timm model {name!r}{hint} (timm.list_models() lists them)")
     return TimmModel(name, dict(overrides))

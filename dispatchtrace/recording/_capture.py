@@ -15,7 +15,7 @@ from .._collector import Paused
 from .._torch import DETACH, DETACH_TWICE, NODE_CREATION_HOOK, graph_task_id
 from ..graph import Graph
 from ._dtensor import RUNNING, dtensor_type, faking
-from ._keep import KEEP_BYTES, Keep
+from ._keep import KEEP_BYTES, Keep, check_keep
 from ._literals import CONSTANTS_LIMIT
 from ._recorder import Recorder
 from ._saved import SavedHooks
@@ -139,9 +139,10 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     (``g.inputs``), named by the forward's parameters; keyword tensors (``m(input_ids=ids)``) are
     inputs named by their keyword when ``model`` is that module (a ``with_kwargs`` pre-hook on it
     sees them; without ``model``, they are constants ``_tensor_constantN``). ``constants`` is the
-    byte limit per tensor for keeping the values of literal constants, tensors the forward builds
-    from Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``), in ``g.constants`` so that replay
-    needs nothing else; 0 keeps none. ``saved`` records what autograd saves for backward, per call
+    byte limit per tensor for keeping the values of constants, tensors the forward builds from
+    Python data (``torch.tensor(0.5)``, ``mask[a:b] = 3``) and other tensors from outside the block
+    (a plain tensor attribute: cached anchors), in ``g.constants`` so that replay needs nothing else;
+    0 keeps none. ``saved`` records what autograd saves for backward, per call
     (``g.saved``, ``g.memory()``), through ``torch.autograd.graph.saved_tensors_hooks``; pass
     ``saved=False`` to run ``torch.func.grad`` (and ``vjp``, ``jacrev``, ``hessian``) inside the
     block, which refuse to run while such hooks are set.
@@ -183,6 +184,7 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
         if values not in VALUES:
             raise ValueError(f"values={values!r} is not one of {', '.join(map(repr, VALUES))}: \"stats\" takes the "
                              f"statistics of every op's results (g.stats), \"none\" keeps no value")
+        check_keep(keep, keep_bytes)
         self._stats = extras(stats, values)
         self._values = values
         self._keep = keep

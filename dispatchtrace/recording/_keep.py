@@ -23,13 +23,38 @@ KEEP_BYTES = 1 << 30
 """``keep_bytes``' default: 1 GiB of copies."""
 
 
+_TAKES = ("keep= takes a glob (a str) matched against op targets and names (aten.addmm*, convolution_3) and call "
+          "paths and labels (layer1.*, relu#2), a list of them, or a predicate given each op and call")
+
+
+def check_keep(keep: Keep, keep_bytes: int) -> None:
+    """Refuse, at capture start, a ``keep=`` that is not a glob, a list of globs or a predicate, and a
+    negative ``keep_bytes``.
+
+    >>> check_keep(42, KEEP_BYTES)
+    Traceback (most recent call last):
+    ...
+    TypeError: keep=42 is an int: keep= takes a glob (a str) matched against op targets and names (aten.addmm*, convolution_3) and call paths and labels (layer1.*, relu#2), a list of them, or a predicate given each op and call
+    >>> check_keep("aten.addmm*", -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: keep_bytes=-1: the budget of the copies keep= makes is a number of bytes >= 0 (default 1 GiB, 1 << 30)
+    """
+    _matcher(keep)
+    if isinstance(keep_bytes, bool) or not isinstance(keep_bytes, (int, float)) or not keep_bytes >= 0:
+        raise ValueError(f"keep_bytes={keep_bytes!r}: the budget of the copies keep= makes is a number of bytes >= 0 "
+                         f"(default 1 GiB, 1 << 30)")
+
+
 def _matcher(keep: Keep) -> Callable[[Op | Call], bool]:
     if callable(keep):
         return lambda x: bool(keep(x))  # type: ignore[operator]
+    if keep is not None and not isinstance(keep, (str, list, tuple, set, frozenset)):
+        raise TypeError(f"keep={keep!r} is {'an' if type(keep).__name__[0] in 'aeiou' else 'a'} {type(keep).__name__}: {_TAKES}")
     patterns = [keep] if isinstance(keep, str) else list(keep or ())
     for p in patterns:
         if not isinstance(p, str):
-            raise TypeError(f"keep= takes globs (str), a list of them or a predicate, not {type(p).__name__} {p!r}")
+            raise TypeError(f"keep= holds {type(p).__name__} {p!r}: {_TAKES}")
 
     def match(x: Op | Call) -> bool:
         if isinstance(x, Op):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
 
 from .._structure import map_leaves, tensor_leaves
-from .._torch import has_values
 from ..graph import (
     Call,
     Graph,
@@ -28,7 +28,7 @@ from ._dataflow import add_dataflow_inputs
 from ._dtensor import dtensor_record
 from ._keep import KEEP_BYTES, Keep, Keeper
 from ._literals import CONSTANTS_LIMIT, literal_of
-from ._names import Names
+from ._names import Names, tensor_attribute
 from ._params import add_params
 from ._schema import SCHEMAS as _schemas
 from ._schema import schema_of
@@ -77,6 +77,8 @@ class Recorder(CallEvents):
         self._late_hooks: list[RemovableHandle] = []
         self._n_inputs = 0
         self._n_constants = 0
+        self._fresh: list[tuple[str, Tensor]] = []  # constants classified during the op being recorded
+        self._read_constants: list[str] = []  # every constant whose value (or why not) was recorded when first seen
         self.phase: Phase = "forward"
         """The phase of the ops recorded now (``training.Phases`` sets it around backward and optimizer steps)."""
         self.state_names: dict[int, str] = {}
@@ -104,9 +106,29 @@ class Recorder(CallEvents):
             return "input", name
         self._n_constants += 1
         name = f"_tensor_constant{self._n_constants - 1}"
-        if not has_values(t):  # a meta or fake constant: replay will say why it has no value
-            self.builder.set_constant(name, literal_of(t, self._limit))
+        # its value within the constants= limit (a plain tensor attribute: Faster R-CNN's anchors), so replay needs
+        # nothing else; else why not (meta, fake, too large), which replay says
+        literal = literal_of(t, self._limit)
+        if literal.values is None and literal.why is not None and literal.why.startswith("it is "):  # over the limit
+            call = self.stack[-1]
+            where = tensor_attribute(call.module, call.path, t)
+            if where is not None:
+                literal = replace(literal, why=f"{literal.why}; or register {where}, a plain tensor attribute of "
+                                               f"{call.type}, as a buffer, which replay reads from the model")
+        self.builder.set_constant(name, literal)
+        self._fresh.append((name, t))  # op() forgets the value if the op reading it first wrote it (its value is after)
+        self._read_constants.append(name)
         return "constant", name
+
+    def _forget_written(self, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A constant first read by an op that wrote it was seen after the write: no recorded value (replay says so,
+        ``verify`` takes the value from its eager run)."""
+        written = {id(t) for t in info.written(args, kwargs)} if info.writes else ()
+        for name, t in self._fresh:
+            literal = self.graph.constants.get(name)
+            if id(t) in written and literal is not None and literal.values is not None:
+                self.builder.set_constant(name, replace(literal, values=None, why="the op that first read it wrote it"))
+        self._fresh.clear()
 
     # ---- ops ---------------------------------------------------------------------------------
     def op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Op:
@@ -118,6 +140,8 @@ class Recorder(CallEvents):
         except KeyError:
             info = schema_of(func)
         recorded, rkwargs, inputs, shared, producers = self._arguments(info, args, kwargs, out)
+        if self._fresh:
+            self._forget_written(info, args, kwargs)
         base = info.base  # named per overload packet in execution order: relu, relu_1, relu_2
         counts = self._name_counts
         n = counts[base]
@@ -321,11 +345,23 @@ class Recorder(CallEvents):
         if self._keeper is not None:
             for note in self._keeper.notes():
                 self.builder.add_note(note)
+        if self._read_constants:
+            _drop_unread(graph, self._read_constants)
         self.tracker.close()
         self.names.clear()
         self._pending.clear()
         self._int_lists.clear()
         return self.builder.finish(error)
+
+
+def _drop_unread(graph: Graph, names: list[str]) -> None:
+    """Forget the values of constants seen but read by no op or call of the graph (a DTensor's local tensor
+    seen at the DTensor level): ``graph.constants`` holds the constants of the graph only (``lint``)."""
+    read = {r.name for op in graph.ops for r in op.inputs if r.kind == "constant"}
+    read.update(r.name for c in graph.calls for r in c.inputs if r.kind == "constant")
+    for name in names:
+        if name not in read:
+            graph.constants.pop(name, None)
 
 
 _GENERIC = frozenset({"self", "input", "other", "tensor", "tensors", "a", "b", "x", "out"})

@@ -28,6 +28,11 @@ Site = tuple[int, int]
 table from its start, 1.4 µs at line 300 of a function); ``SourceTable`` finds the line, once per site."""
 
 
+def is_internal(filename: str) -> bool:
+    """Whether a frame of this file is torch's or the capture's own (the bundled models' are user code)."""
+    return filename.startswith(_INTERNAL) and not filename.startswith(_USER)
+
+
 def user_site(skip: int = 1) -> Site | None:
     """The ``Site`` of the innermost frame outside torch and dispatchtrace, or ``None``."""
     frame = sys._getframe(skip)

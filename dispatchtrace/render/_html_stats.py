@@ -77,7 +77,9 @@ def values_payload(graph: Graph, string: Callable[[str], Any]) -> dict[str, Any]
     def pairs(refs: Any) -> list[list[Any]]:
         return [[string(f"{r.text}: {r.label}"), stats_row(stats.get(r.id))] for r in refs]
 
-    ops = [[pairs((*op.outputs, *op.mutated)), pairs(op.inputs)] for op in graph.ops]
+    # an in-place op's result is both its output and what it wrote: shown once
+    ops = [[pairs(dict.fromkeys((*op.outputs, *op.mutated)) if op.mutated else op.outputs), pairs(op.inputs)]
+           for op in graph.ops]
     calls = [[stats_row(stats.get(r.id)) for r in (graph.outputs if c.parent is None else c.outputs)]
              for c in [graph.root, *graph.calls]]
     found = first_nonfinite(base)

@@ -99,10 +99,13 @@ class Diff:
 
     @property
     def structural(self) -> tuple[str, ...]:
-        """Each structural difference as one line: a call of one side only, the ops added, removed or changed in a call."""
+        """Each structural difference as one line: a call of one side only, a call whose module type changed,
+        the ops added, removed or changed in a call."""
         lines = [f"call only in a: {c.label} ({c.type})" for c in self.only_a]
         lines += [f"call only in b: {c.label} ({c.type})" for c in self.only_b]
         for cd in self.calls:
+            if cd.a.type != cd.b.type:
+                lines.append(f"type of {cd.label}: {cd.a.type} -> {cd.b.type}")
             changed = cd.changed
             if changed:
                 counts = Counter((p.status, (p.b if p.a is None else p.a).target.removeprefix("aten.")
@@ -137,8 +140,9 @@ class Diff:
 
     @property
     def agree(self) -> bool:
-        """No structural difference and no value beyond tolerance."""
-        return self.first is None and not self.only_a and not self.only_b and not any(cd.changed for cd in self.calls)
+        """No structural difference (``structural`` is empty) and no value beyond tolerance."""
+        return (self.first is None and not self.only_a and not self.only_b
+                and not any(cd.changed or cd.a.type != cd.b.type for cd in self.calls))
 
     def __str__(self) -> str:
         return report(self)

@@ -114,7 +114,7 @@ def test_timm_models_by_name_at_their_input_size() -> None:
     ("bert-base-uncased", "did you mean hf:bert?"),          # a checkpoint name: its model type
     ("meta-llama/Llama-2-7b-hf", "did you mean hf:llama?"),
     ("vit_tiny_patch16_224", "did you mean timm:vit_tiny_patch16_224?"),
-    ("resnet5", "did you mean resnet50 or resnet152 or resnet34?"),
+    ("resnet5", "did you mean resnet50 or resnet152 or resnet18?"),
     ("hf:gtp2", "did you mean hf:gpt2"),
     ("hf:bert-base-uncased", "did you mean hf:bert?"),
     ("timm:convnext_tny", "did you mean timm:convnext_tiny"),
@@ -190,5 +190,5 @@ def test_without_transformers_or_timm_one_line_says_what_to_install() -> None:
     assert len(lines) == len(specs) and all(line.startswith("2 dispatchtrace: error: ") for line in lines), lines
     assert "hf: models need the transformers package, which is not installed: pip install transformers" in lines[0]
     assert "timm: models need the timm package, which is not installed: pip install timm" in lines[1]
-    assert "did you mean resnet50 or resnet152 or resnet34?" in lines[2]  # the other catalogues still suggest
+    assert "did you mean resnet50 or resnet152 or resnet18?" in lines[2]  # the other catalogues still suggest
     assert "unknown model 'gpt2'; MODEL is" in lines[3]  # no transformers: no hf: suggestion, no traceback

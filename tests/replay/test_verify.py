@@ -95,10 +95,11 @@ def test_keyword_tensors_are_inputs_literals_are_recorded_and_attributes_come_fr
     class Scaled(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.table = torch.tensor([3.0, 4.0])  # a plain tensor attribute: a constant with no recorded value
+            # a plain tensor attribute over the constants= limit (8 KiB > 4 KiB): a constant with no recorded value
+            self.table = torch.arange(2048.0).reshape(1024, 2)
 
         def forward(self, x: torch.Tensor, *, scale: torch.Tensor) -> torch.Tensor:
-            return x * scale + torch.tensor([1.0, 2.0]) + self.table
+            return x * scale + torch.tensor([1.0, 2.0]) + self.table[3]
 
     report = dt.verify(Scaled(), torch.randn(3, 2), scale=torch.tensor(4.0))
     assert report, str(report)
@@ -171,7 +172,7 @@ def test_a_capture_that_cannot_be_replayed_says_why() -> None:
     report = dt.verify(Unregistered(), torch.randn(2, 3))
     assert not report
     assert report.error is not None and report.error.startswith("cannot build the replay: ")
-    assert "parameter Linear.weight (f32[3, 3], not in the model passed to to_fx)" in report.error
+    assert "parameter hidden.weight (f32[3, 3], not in the model passed to to_fx)" in report.error  # named where called
 
 
 def test_verify_needs_a_module() -> None:
@@ -333,13 +334,13 @@ class Global(nn.Module):
 
     def __init__(self, constant: bool) -> None:
         super().__init__()
-        self.table = torch.arange(3.0) if constant else None
+        self.table = torch.arange(2048.0).reshape(2, 1024) if constant else None  # over the constants= limit
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _CALLS.append(1)
         if len(_CALLS) == 1:
             x = x.relu()
-        return (x + self.table if self.table is not None else x * 2).neg()
+        return (x + self.table[0, :3] if self.table is not None else x * 2).neg()
 
 
 def test_runs_that_differ_in_structure_say_where_they_part() -> None:
@@ -350,7 +351,7 @@ def test_runs_that_differ_in_structure_say_where_they_part() -> None:
     assert "they part at op 0" in report.error
     m = report.mismatch
     assert m is not None and (m.op, m.target, m.call) == ("relu", "aten.relu.default", "Global")
-    assert m.detail.startswith("the runs part here: another run issued aten.add.Tensor as op 0 at test_verify.py:")
+    assert m.detail.startswith("the runs part here: another run issued aten.select.int as op 0 at test_verify.py:")
 
 
 def test_without_another_run_the_capture_is_compared_with_its_own_output() -> None:

@@ -101,7 +101,7 @@ def check_joins(node: TreeNode, where: str) -> int:
 @pytest.mark.parametrize("spec", SPECS, ids=[s.name for s in SPECS])
 def test_views_say_true_things(spec: zoo.Spec) -> None:
     if spec.library in ("transformers", "timm"):
-        pytest.importorskip(spec.library, reason="the zoo extra: scripts/setup.sh installs it")
+        pytest.importorskip(spec.library, reason="the zoo extra: scripts/setup.sh --test installs it")
     g = capture(spec)
     for run in foldable_runs(g, lambda c: True):
         first = structure(run.calls[0])

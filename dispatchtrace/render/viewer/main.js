@@ -119,6 +119,8 @@ DT.start = function () {
       : vals.nf.verdict === "unsure" ? ", where the first NaN/Inf shows, its maker uncertain (n)" : ", the op that made the first NaN/Inf (n)");
   app.firstNonfinite = function () {
     if (vals.first < 0) { traced.textContent = nfButton.title; return app.ready; }
+    var c = m.calls[m.ops[vals.first].call];  // a call of a thousand ops takes seconds to lay out: say so meanwhile
+    traced.textContent = "opening " + c.label + " (" + c.ops.length.toLocaleString("en-US") + " ops) to %" + vals.nf.name + " …";
     return app.go("o" + vals.first);
   };
 
