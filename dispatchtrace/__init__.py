@@ -68,4 +68,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__, *_PACKAGES})
+    """The facade's names, its layers and the module's own dunders (not what this file imports to work)."""
+    return sorted({*__all__, *_PACKAGES, *(n for n in globals() if n.startswith("__"))})

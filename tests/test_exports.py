@@ -8,14 +8,15 @@ import types
 import dispatchtrace as dt
 
 EXPORTS = [
-    "Call", "Depth", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "FormatError", "Graph",
-    "KeepBudgetError", "LintError", "ModelError", "ModelTooLargeError", "NoValuesError", "NotKeptError", "Op",
-    "ReplayError", "SavedError", "TensorRef",
-    "capture", "diff", "load", "load_ranks", "rank_path", "verify", "write_diff", "write_ranks",
+    "Call", "Depth", "DeviceSpec", "DiagramTooLargeError", "DotFailedError", "DotNotFoundError", "Estimate",
+    "FormatError", "Graph", "KeepBudgetError", "LintError", "Metric", "ModelError", "ModelTooLargeError",
+    "NoValuesError", "NotKeptError", "Op", "RankEstimates", "ReplayError", "SavedError", "SpecError", "TensorRef",
+    "capture", "diff", "estimate_ranks", "load", "load_ranks", "rank_path", "register_metric", "unregister_metric",
+    "verify", "write_diff", "write_ranks",
 ]
 
 #: the layers and helpers a user may import from (``dt.models.build``, ``dt.render.RenderOptions``)
-MODULES = {"errors", "graph", "models", "recording", "render", "replay", "serialize", "views"}
+MODULES = {"errors", "graph", "hardware", "models", "recording", "render", "replay", "serialize", "views"}
 
 
 def test_the_exported_names_are_pinned() -> None:

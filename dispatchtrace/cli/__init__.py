@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .._text import one_line
+from .._version import __version__
 from ._errors import CliError
 
 #: subcommands by first argument; each is a module ``dispatchtrace.cli._<name>`` with ``run(argv) -> int``
@@ -21,8 +22,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if "--version" in args and args[0] not in SUBCOMMANDS:  # answered before torch is imported
-        from .._version import __version__
-
         print(f"dispatchtrace {__version__}")
         return 0
     try:
