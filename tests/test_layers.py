@@ -156,10 +156,6 @@ def test_only_a_handful_of_private_helpers_sit_at_the_top() -> None:
 # ---- no module imports another layer's private module ----------------------------------------------------------
 
 #: imports of another layer's private module that files other helpers were editing still make
-PRIVATE_ALLOWED = {
-    ("cli._diff", "views._diff"),  # (lead: remove after merge) cli/_diff.py: `from ..views import diff_report`
-}
-
 
 def _private(target: str) -> bool:
     """Whether ``target`` (a dotted module inside the package) is private to its layer: ``views._diff``."""
@@ -174,7 +170,7 @@ def private_imports(sources: dict[str, tuple[str, bool]]) -> list[str]:
         here = "facade" if module in FACADE else layer_of(module)
         for target, line, _ in _edges(source, module, is_package):
             there = layer_of(target) if target else "facade"
-            if there in (here, "helpers", "facade") or not _private(target) or (module, target) in PRIVATE_ALLOWED:
+            if there in (here, "helpers", "facade") or not _private(target):
                 continue
             bad.append(f"{module}:{line} -> {target} (private to {there}: import it from {there})")
     return bad
@@ -219,20 +215,6 @@ LOCAL_ALLOWED = {
     ("hardware._spec", "hardware._devices"): "cycle: _devices reads the built-in specs",
     ("hardware._json", "hardware._spec"): "cycle: _spec's load and save call _json",
     ("hardware._devices", "hardware._builtin"): "cycle: _builtin's specs, through _spec",
-    # the sites below are in files other helpers were editing when this test came (lead: remove after merge)
-    ("cli._diff", "views._diff"): "(lead: remove after merge)",
-    ("cli._options", "cli._models"): "(lead: remove after merge)",
-    ("cli._options", "render"): "(lead: remove after merge)",
-    ("cli._options", "errors"): "(lead: remove after merge)",
-    ("cli._trace", "torch.nn.functional"): "(lead: remove after merge)",
-    ("render._html", "views"): "(lead: remove after merge)",
-    ("render._html", "graph"): "(lead: remove after merge)",
-    ("render._html", "render._html_io"): "(lead: remove after merge)",
-    ("render._html", "render._html_stats"): "(lead: remove after merge)",
-    ("render._html_stats", "views"): "(lead: remove after merge)",
-    ("render._model_explorer", "views"): "(lead: remove after merge)",
-    ("serialize._save", "torch"): "(lead: remove after merge)",
-    ("serialize._save", "_version"): "(lead: remove after merge)",
 }
 
 
@@ -354,10 +336,6 @@ def test_a_door_of_another_shape_is_found(old: str, new: str, wrong: str) -> Non
     assert any(wrong in w for ws in found.values() for w in ws), found
 
 
-#: door calls below cli/ left in files other helpers were editing (lead: remove after merge)
-DOOR_CALLS_ALLOWED = {("views._summary", "memory"), ("render._html", "costs")}
-
-
 def door_calls(sources: dict[str, tuple[str, bool]]) -> list[str]:
     """Every ``x.door(...)`` in code below ``cli/`` (the facade, cli and the doors themselves aside): code of the
     package calls the layer's function, never a door, so that a door stays a door for the user."""
@@ -366,8 +344,7 @@ def door_calls(sources: dict[str, tuple[str, bool]]) -> list[str]:
         if module in FACADE or module == DOORS or layer_of(module) == "cli":
             continue
         for node in ast.walk(ast.parse(source)):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DOOR_NAMES
-                    and (module, node.func.attr) not in DOOR_CALLS_ALLOWED):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DOOR_NAMES):
                 bad.append(f"{module}:{node.lineno} calls .{node.func.attr}()")
     return bad
 

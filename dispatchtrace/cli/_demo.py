@@ -65,7 +65,7 @@ def demo(out: Path, *, log: Callable[[str], None] = lambda _: None) -> list[Path
 def relu_calls(graph: Graph) -> str:
     """One line per ReLU call, in the order they ran: ``12  layer1.0.relu#2  f32[1, 256, 56, 56]``."""
     calls = [c for c in graph.calls if c.type == "ReLU"]
-    lines = [f"{i:>2}  {c.label}  {', '.join(o.label for o in c.outputs)}" for i, c in enumerate(calls)]
+    lines = [f"{i:>2}  {c.label}  {', '.join(o.shape_text for o in c.outputs)}" for i, c in enumerate(calls)]
     return "\n".join([f"{len(calls)} ReLU calls", *lines])
 
 

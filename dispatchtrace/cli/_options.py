@@ -10,8 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._text import one_line
+from ..errors import DiagramTooLargeError, DotFailedError, DotNotFoundError
 from ..graph import Depth, check_depth
+from ..render import for_path, help_text, option_names, suffixes
 from ._errors import CliError
+from ._models import parse_dtype, parse_shape
 
 if TYPE_CHECKING:
     from ..graph import Graph, PhaseView
@@ -33,8 +36,6 @@ def parse_depth(text: str) -> Depth:
 
 def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None:
     """MODEL, --input, --dtype, --device and --seed: how the commands that build a model are told which."""
-    from ._models import parse_dtype, parse_shape
-
     p.add_argument("model", metavar="MODEL",
                    help="torchvision model name (resnet50; weights=None), coolcnn, hf:TYPE (a transformers model type "
                    "from its default config: hf:gpt2, hf:llama, hf:t5), timm:NAME (timm:convnext_tiny), "
@@ -73,8 +74,6 @@ def add_view_arguments(p: argparse.ArgumentParser, *, summary: bool = False) -> 
 
 def add_output_arguments(p: argparse.ArgumentParser) -> None:
     """-o FILE (repeatable) and --tree: what the commands that write files share."""
-    from ..render import help_text
-
     p.add_argument("-o", "--output", action="append", default=[], metavar="FILE",
                    help=f"write FILE; the format comes from the suffix: {help_text()}; repeatable")
     p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
@@ -84,8 +83,6 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_outputs(paths: Sequence[str]) -> None:
     """Refuse a file whose suffix no registered format has, before any work is done."""
-    from ..render import for_path, suffixes
-
     for out in paths:
         if out.endswith(("/", os.sep)):
             raise CliError(f"-o {out} ends with a slash, so it names a folder; name the file: -o {out}model.svg")
@@ -132,8 +129,6 @@ def output_options(path: str | Path, given: dict[str, Any]) -> tuple[dict[str, A
     >>> output_options("x.png", {"force": True}), output_options("x.dot", {"force": True})
     (({'force': True}, []), ({}, ['force']))
     """
-    from ..render import for_path, option_names
-
     fmt = for_path(path)
     names = option_names(fmt) if fmt is not None else ()
     options = {k: v for k, v in given.items() if k in names}
@@ -165,8 +160,6 @@ def check_options(args: argparse.Namespace, *, tree: bool, summary: bool = False
 def write_output(graph: Graph, path: str | Path, **options: Any) -> Path:
     """``graph.render(path, **options)`` for one ``-o`` file; an unknown ``at`` label or a ``dot`` failure is a
     ``CliError`` (their messages already say what to do)."""
-    from ..errors import DiagramTooLargeError, DotFailedError, DotNotFoundError
-
     try:
         return graph.render(path, **options)
     except DiagramTooLargeError as e:
@@ -189,8 +182,6 @@ def write_outputs(graph: Graph, args: argparse.Namespace, *, stdout: bool = True
     file does not use (``check_options`` has refused those no output uses). A diagram ``dot`` would take too
     long to lay out is refused with its own line and the others are still written; then a ``CliError``
     names the ones refused."""
-    from ..errors import DiagramTooLargeError
-
     given = given_options(args)
     refused: list[str] = []
     for out in args.output:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from .._version import __version__
 from ..errors import NoValuesError, SpecError
@@ -168,8 +169,6 @@ def tensors(inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> l
 def loss_of(output: object) -> torch.Tensor:
     """The ``--train`` loss: cross-entropy against class 0 for a 2-D float output (logits), else the mean
     square of the (first) float output."""
-    import torch.nn.functional as F
-
     out = output[0] if isinstance(output, (tuple, list)) else getattr(output, "logits", output)
     if not isinstance(out, torch.Tensor) or not out.is_floating_point():
         raise TypeError(f"--train needs a floating-point tensor output to make a loss from, not {type(out).__name__}")

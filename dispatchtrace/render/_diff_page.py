@@ -76,8 +76,8 @@ def _whole(d: Diff, a: Op, b: Op, pair: dict[str, Any], s: _Strings) -> None:
         if len(ra_list) != len(rb_list):
             continue
         rows = [d.shown(ra, rb) for ra, rb in zip(ra_list, rb_list, strict=True)]
-        pair["a"][key] = [[s(f"{r.text}: {r.label}"), _short(stats_row(x))] for r, (x, _) in zip(ra_list, rows, strict=True)]
-        pair["b"][key] = [[s(f"{r.text}: {r.label}" + (" (rank 0's part; stats of the whole)" if r.shape != ra.shape else "")), _short(stats_row(y))]
+        pair["a"][key] = [[s(f"{r.text}: {r.shape_text}"), _short(stats_row(x))] for r, (x, _) in zip(ra_list, rows, strict=True)]
+        pair["b"][key] = [[s(f"{r.text}: {r.shape_text}" + (" (rank 0's part; stats of the whole)" if r.shape != ra.shape else "")), _short(stats_row(y))]
                           for r, ra, (_, y) in zip(rb_list, ra_list, rows, strict=True)]
 
 

@@ -84,7 +84,7 @@ def edge_label(edge: Edge, *, limit: int = 2) -> str:
 
 def _node_label(node: Node) -> graphviz.quoting.NoHtml:
     if node.kind in ("input", "tensor") and node.ref is not None:
-        return text(node.label, node.ref.label)
+        return text(node.label, node.ref.shape_text)
     if node.kind == "output":
         return text("output", *_capped(list(dict.fromkeys(r.shape_text for r in node.outputs))))
     return text(node.label)

@@ -32,6 +32,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from ..graph import AUTO_VIEWER_BOXES, Op, TensorRef
+from ..views import call_label, collapse, foldable_runs, metrics, noise_ops, phase_graph, resolve_depth, run_label
+from ._html_io import derived_io
+from ._html_stats import STATS_TABLES, _num, values_payload
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -61,15 +66,11 @@ WORKER = "group.js"
 
 FLAG_INPLACE, FLAG_VIEW = 1, 2
 
-#: ``depth="auto"`` opens the page at the deepest depth whose picture has at most this many boxes:
-#: fewer than a diagram's budget, since every box opens with a click
-OPEN_BUDGET = 30
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HtmlOptions:
     """What the viewer takes: the ``depth`` it opens at (``"auto"``: the deepest at which the picture
-    has at most ``OPEN_BUDGET`` boxes, by the diagrams' rule), ``fold`` repeated blocks at first,
+    has at most ``AUTO_VIEWER_BOXES`` boxes (``graph/_depth.py``), by the diagrams' rule), ``fold`` repeated blocks at first,
     ``noise`` ops shown, the page ``title``, the ``phase`` of a training step it shows (``views/_phases.py``)."""
 
     depth: Depth = "auto"
@@ -96,9 +97,7 @@ class _Strings:
 
 def _open_depth(graph: Graph, o: HtmlOptions) -> int:
     """Calls shallower than this are open when the page loads (``-1``: every call open, op level)."""
-    from ..views import resolve_depth
-
-    depth, _ = resolve_depth(graph, o.depth, max_nodes=OPEN_BUDGET, fold=o.fold, noise=o.noise)
+    depth, _ = resolve_depth(graph, o.depth, max_nodes=AUTO_VIEWER_BOXES, fold=o.fold, noise=o.noise)
     return -1 if depth == "ops" else int(depth)
 
 
@@ -106,17 +105,11 @@ def passes_on(hidden: frozenset[Op] | set[Op]) -> Callable[[Call], bool]:
     """The predicate of the calls the page draws on a tensor's path: leaf calls that ran no shown op (none
     but ``hidden``'s, the noise ops the page leaves out: a ``Dropout`` in eval), collapsed so that the edges
     run through them (``views/_collapse.py``)."""
-    from ..graph import Op
-
     return lambda call: all(isinstance(x, Op) and x in hidden for x in call.children)
 
 
 def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
     """The capture as the page reads it (the field list is in ``docs/viewer.md``)."""
-    from ..views import call_label, collapse, foldable_runs, metrics, noise_ops, run_label
-    from ._html_io import derived_io
-    from ._html_stats import STATS_TABLES, _num, values_payload
-
     s = _Strings()
     op_metrics, call_metrics = metrics(graph, "op", "viewer"), metrics(graph, "call", "viewer")
     call_ids: dict[int, int] = {id(graph.root): 0}
@@ -124,14 +117,12 @@ def payload(graph: Graph, o: HtmlOptions) -> dict[str, Any]:
         call_ids[id(call)] = i
 
     def ref(r: TensorRef) -> int:
-        return s(f"{r.name}: {r.label}" if r.name and r.kind != "activation" else r.label)
+        return s(f"{r.name}: {r.shape_text}" if r.name and r.kind != "activation" else r.shape_text)
 
     def src(x: Op | Call) -> int | None:
         return None if x.source is None else s(str(x.source))
 
     def arg(v: Any) -> str:
-        from ..graph import TensorRef
-
         if isinstance(v, TensorRef):
             return f"${ref(v)}"
         if isinstance(v, (list, tuple)):
@@ -240,6 +231,4 @@ def page(graph: Graph, o: HtmlOptions) -> str:
 
 def write(graph: Graph, o: HtmlOptions) -> bytes:
     """The page's bytes (UTF-8), of the phase view ``o.phase`` of ``graph``."""
-    from ..views import phase_graph
-
     return page(phase_graph(graph, o.phase), o).encode("utf-8")

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..graph import Stats
+from ..views import first_nonfinite
 
 if TYPE_CHECKING:
     from ..graph import Graph
@@ -66,8 +67,6 @@ def values_state(graph: Graph) -> str:
 def values_payload(graph: Graph, string: Callable[[str], Any]) -> dict[str, Any]:
     """The payload's values fields for ``graph`` (a phase view reads its capture's stats); ``string`` puts a
     tensor's text (``"%addmm: f32[1, 2]"``, ``"fc.weight: f32[3, 3]"``) into the payload's string table."""
-    from ..views import first_nonfinite
-
     base = getattr(graph, "base", None) or graph
     state = values_state(base)
     if state != "stats":
@@ -75,7 +74,7 @@ def values_payload(graph: Graph, string: Callable[[str], Any]) -> dict[str, Any]
     stats = base.stats
 
     def pairs(refs: Any) -> list[list[Any]]:
-        return [[string(f"{r.text}: {r.label}"), stats_row(stats.get(r.id))] for r in refs]
+        return [[string(f"{r.text}: {r.shape_text}"), stats_row(stats.get(r.id))] for r in refs]
 
     # an in-place op's result is both its output and what it wrote: shown once
     ops = [[pairs(dict.fromkeys((*op.outputs, *op.mutated)) if op.mutated else op.outputs), pairs(op.inputs)]

@@ -38,6 +38,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..views import metrics, noise_ops, phase_graph
+
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op, PhaseView, TensorRef
     from ..views import Metric
@@ -57,8 +59,6 @@ class ModelExplorerOptions:
 
 def model_explorer(graph: Graph, o: ModelExplorerOptions) -> bytes:
     """The graph collection as compact JSON with a final newline; the same capture gives the same bytes."""
-    from ..views import metrics, noise_ops, phase_graph
-
     graph = phase_graph(graph, o.phase)
     numbers = _Numbers(graph, metrics(graph, "op", "model_explorer"), metrics(graph, "call", "model_explorer"))
     label = o.title or (graph.calls[0].type if graph.calls else "capture")
@@ -231,9 +231,9 @@ def _group_attributes(graph: Graph, names: _Namespaces, numbers: _Numbers) -> di
     for call, path in names.boxes:
         attrs = {"label": call.label, "type": call.type, "call": f"{call.index + 1} of {call.repeat}"}
         if call.inputs:
-            attrs["inputs"] = ", ".join(r.label for r in call.inputs)
+            attrs["inputs"] = ", ".join(r.shape_text for r in call.inputs)
         if call.outputs:
-            attrs["outputs"] = ", ".join(r.label for r in call.outputs)
+            attrs["outputs"] = ", ".join(r.shape_text for r in call.outputs)
         if call.source is not None:
             attrs["source"] = str(call.source)
         attrs.update(numbers.of_call(call))

@@ -124,7 +124,7 @@ def _op_args(s: Span, tid: int, k: int) -> dict[str, Any]:
     op = s.op
     args: dict[str, Any] = {"device": 0, "stream": tid, "correlation": k, "External id": k, "op": op.name,
                             "call": op.call.label, "phase": op.phase,
-                            "shapes": ", ".join(r.label for r in op.outputs)}
+                            "shapes": ", ".join(r.shape_text for r in op.outputs)}
     if s.waited > 0:
         args["waited_us"] = _us(s.waited)
     c = s.collective

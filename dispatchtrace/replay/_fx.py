@@ -186,7 +186,7 @@ class _Replayer(_Emitter):
         for kind in ("parameter", "buffer"):
             for ref in self._refs_of_kind(kind):
                 if ref.name not in self.attrs:
-                    missing.append(f"{kind} {ref.name} ({ref.label}, not in the model passed to to_fx)")
+                    missing.append(f"{kind} {ref.name} ({ref.shape_text}, not in the model passed to to_fx)")
         if self.constants != "inputs":
             given = self.constants if isinstance(self.constants, Mapping) else {}
             for ref in self._refs_of_kind("constant"):
@@ -200,7 +200,7 @@ class _Replayer(_Emitter):
                 if isinstance(self.constants, Mapping):
                     why = f"not in `constants`{'; ' * bool(why)}{why}"
                 where = f"first read by {self._first_reader(ref)}"
-                missing.append(f"constant {ref.name} ({ref.label}, {where}{'; ' * bool(why)}{why})")
+                missing.append(f"constant {ref.name} ({ref.shape_text}, {where}{'; ' * bool(why)}{why})")
         if missing:
             raise ReplayError(
                 "these tensors came from outside the capture and are not inputs, parameters or buffers of the "

@@ -22,8 +22,11 @@ import os
 from operator import attrgetter
 from typing import Any
 
+import torch
+
 from .._collector import Paused
 from .._structure import Built
+from .._version import __version__
 from ..graph import Call, Graph, Op, TensorRef
 from ._kept import write_kept
 from ._load import SavedError
@@ -173,10 +176,6 @@ def _values_entries(graph: Graph) -> dict[str, Any]:
 
 def to_json(graph: Graph) -> dict[str, Any]:
     """The capture as a JSON-ready dict (see ``docs/format.md``)."""
-    import torch
-
-    from .._version import __version__
-
     calls = [graph.root, *graph.calls]
     call_ix = {id(c): i for i, c in enumerate(calls)}
     t = _Tables()

@@ -320,7 +320,7 @@ def _cast(side: str, r: TensorRef, other: TensorRef) -> str | None:
             or narrow >= wide:
         return None
     o = "a" if side == "b" else "b"
-    cast = f"{src.label.split('[')[0]} to {r.label.split('[')[0]}"
+    cast = f"{src.shape_text.split('[')[0]} to {r.shape_text.split('[')[0]}"
     uncast = "it uncast" if other.text == src.text else f"{other.text}"
     return (f"it reads {r.text} in {side}, {src.text} cast from {cast}, where {o} reads {uncast}: the departure starts "
             "at a cast to a lower precision, as autocast adds")

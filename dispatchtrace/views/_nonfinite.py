@@ -89,7 +89,7 @@ class NonFinite:
         if self.param is not None:
             where += f", parameter {self.param}"
         lines = [f"{what} {verb} %{op.name} = {op.target} {where}",
-                 f"  result {self.tensor.text}: {self.tensor.label} {self.stats}"]
+                 f"  result {self.tensor.text}: {self.tensor.shape_text} {self.stats}"]
         if self.unsure is not None:
             lines.insert(1, f"  maker uncertain: {self.unsure}")
         if op.source is not None:
@@ -97,7 +97,7 @@ class NonFinite:
         if op.grad_of is not None and op.grad_of.source is not None:
             lines.insert(2, f"  differentiating %{op.grad_of.name} at {op.grad_of.source}")
         for ref, s in self.inputs:
-            lines.append(f"  input {ref.text}: {ref.label} {'(no stats)' if s is None else s}")
+            lines.append(f"  input {ref.text}: {ref.shape_text} {'(no stats)' if s is None else s}")
         return "\n".join(lines)
 
 
@@ -175,7 +175,7 @@ def _unknown(op: Op, inputs: tuple[tuple[TensorRef, Stats | None], ...], unwritt
             return (f"input {r.text} has no stats: %{w.name} ({w.target}) wrote its storage through another view, "
                     "and its value after that write was not taken")
         if r.dtype.startswith("complex"):
-            return f"input {r.text} has no stats: a complex tensor ({r.label}) has none"
+            return f"input {r.text} has no stats: a complex tensor ({r.shape_text}) has none"
         if r.producer is None:
             return f"input {r.text} ({r.kind}) has no stats: the capture did not make it, and its value was not taken"
         return f"input {r.text} has no stats"

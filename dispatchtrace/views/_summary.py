@@ -69,14 +69,14 @@ class Row:
 
 
 def _shape(call: Call) -> str:
-    outs = [r.label for r in call.outputs]
+    outs = [r.shape_text for r in call.outputs]
     if len(outs) > 2:
         return f"{outs[0]} (+{len(outs) - 1})"
     return ", ".join(outs)
 
 
 def _inputs(refs: Any) -> str:
-    return shapes([r.label for r in refs], limit=2)
+    return shapes([r.shape_text for r in refs], limit=2)
 
 
 class Summary:

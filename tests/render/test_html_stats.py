@@ -28,9 +28,9 @@ def test_ops_and_calls_carry_their_stats() -> None:
     addmm = next(op for op in g.ops if op.target == "aten.addmm.default")
     (name, row), = p["st"][addmm.index][0]
     st = g.stats[addmm.outputs[0].id]
-    assert s[name] == f"%addmm: {addmm.outputs[0].label}"
+    assert s[name] == f"%addmm: {addmm.outputs[0].shape_text}"
     assert row == [st.numel, st.nan, st.posinf, st.neginf, st.zeros, st.min, st.max, st.mean, st.norm]
-    assert [s[n] for n, _ in p["st"][addmm.index][1]] == [f"{r.text}: {r.label}" for r in addmm.inputs]
+    assert [s[n] for n, _ in p["st"][addmm.index][1]] == [f"{r.text}: {r.shape_text}" for r in addmm.inputs]
     assert p["cst"][1] == [row]  # the Linear call's output is addmm's result
     assert p["nf"] is None and p["vals"] == "stats"
 

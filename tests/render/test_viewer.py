@@ -41,7 +41,7 @@ def test_payload_holds_every_call_and_op_with_their_costs(cool: dt.Graph) -> Non
     for row, op in zip(ops, cool.ops, strict=True):
         assert row["name"] == op.name and row["target"] == op.target and row["phase"] == "forward"
         assert row["m"] == {"flops": c.op(op).flops, "bytes": c.op(op).bytes}
-        assert row["outs"] == [r.label for r in op.outputs]
+        assert row["outs"] == [r.shape_text for r in op.outputs]
     assert p["noise"] == sorted(op.index for op in noise_ops(cool))
 
 

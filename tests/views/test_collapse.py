@@ -79,7 +79,7 @@ def test_edges_carry_the_tensors_that_flow(cool: dt.Graph) -> None:
     cg = cool.collapse(1)
     (edge,) = [e for e in cg.edges if e.src.name == "max_pool#0"]
     assert edge.dst.name == "add"
-    assert [t.label for t in edge.tensors] == ["f32[1, 16, 16, 16]"]
+    assert [t.shape_text for t in edge.tensors] == ["f32[1, 16, 16, 16]"]
     assert edge.tensors[0].producer is cool.op("max_pool2d_with_indices")
 
 
