@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._text import one_line
-from ..errors import DiagramTooLargeError, DotFailedError, DotNotFoundError
+from ..errors import DiagramTooLargeError, DotFailedError, DotNotFoundError, SpecError
 from ..graph import Depth, check_depth
+from ..hardware import DeviceSpec, spec_of
 from ..render import for_path, help_text, option_names, suffixes
 from ._errors import CliError
 from ._models import parse_dtype, parse_shape
@@ -79,6 +80,31 @@ def add_output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tree", action="store_true", help="print the tree even when writing files")
     p.add_argument("--force", action="store_true",
                    help="draw a .svg, .pdf or .png even when dot would take over a minute to lay it out")
+
+
+def add_estimate_arguments(p: argparse.ArgumentParser) -> None:
+    """--estimate SPEC and --ranks-per-node N: what the commands that estimate share (docs/time.md, timeline.md)."""
+    p.add_argument("--estimate", metavar="SPEC",
+                   help="print how long each call would take on a device: a built-in name (h100, a100-80gb, ...) or "
+                   "a JSON spec from `dispatchtrace calibrate -o spec.json` (docs/time.md); -o step.trace.json and "
+                   "-o step.et write its timeline")
+    p.add_argument("--ranks-per-node", type=int, metavar="N",
+                   help="with --estimate: how many ranks share a node, which places each collective's group on the "
+                   "spec's intra-node or inter-node link (default: the spec's, 8 for the built-in GPUs; docs/timeline.md)")
+
+
+def spec_from(args: argparse.Namespace) -> DeviceSpec | None:
+    """``--estimate``'s spec, read before any work: an unknown name or a bad file is one line, as is a
+    ``--ranks-per-node`` without ``--estimate`` or below 1."""
+    spec = None
+    if args.estimate is not None:
+        try:
+            spec = spec_of(args.estimate)
+        except SpecError as e:
+            raise CliError(f"--estimate: {e}") from None
+    if args.ranks_per_node is not None and (spec is None or args.ranks_per_node < 1):
+        raise CliError("--ranks-per-node takes a whole number >= 1 and goes with --estimate SPEC")
+    return spec
 
 
 def check_outputs(paths: Sequence[str]) -> None:

@@ -11,20 +11,21 @@ import torch
 import torch.nn.functional as F
 
 from .._version import __version__
-from ..errors import NoValuesError, SpecError
+from ..errors import NoValuesError
 from ..graph import Graph
-from ..hardware import DeviceSpec, spec_of
 from ..recording import Values, capture
 from ..views import has_backward, seconds
 from ._build import add_catalogue_arguments, build_from
 from ._errors import ArgumentParser, CliError
 from ._options import (
+    add_estimate_arguments,
     add_model_arguments,
     add_output_arguments,
     add_view_arguments,
     check_options,
     check_outputs,
     forward_error,
+    spec_from,
     tree_of,
     write_outputs,
 )
@@ -58,13 +59,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--time", action="store_true",
                    help="measure each op's time (capture(timing=True)) after one warm-up forward run uncaptured, and "
                    "print the summary with each call's measured time, own time and share, then the total (docs/time.md)")
-    p.add_argument("--estimate", metavar="SPEC",
-                   help="print how long each call would take on a device: a built-in name (h100, a100-80gb, ...) or "
-                   "a JSON spec from `dispatchtrace calibrate -o spec.json` (docs/time.md); -o step.trace.json and "
-                   "-o step.et write its timeline")
-    p.add_argument("--ranks-per-node", type=int, metavar="N",
-                   help="with --estimate: how many ranks share a node, which places each collective's group on the "
-                   "spec's intra-node or inter-node link (default: the spec's, 8 for the built-in GPUs; docs/timeline.md)")
+    add_estimate_arguments(p)
     p.add_argument("--version", action="version", version=f"dispatchtrace {__version__}")
     return p
 
@@ -74,9 +69,7 @@ def run(argv: Sequence[str]) -> int:
     check_outputs(args.output)
     summary = args.summary or (args.time and not args.output and not args.tree)  # --time: the times are the summary's
     check_options(args, tree=(not args.output and not summary) or args.tree, summary=summary)
-    spec = _spec(args.estimate)
-    if args.ranks_per_node is not None and (spec is None or args.ranks_per_node < 1):
-        raise CliError("--ranks-per-node takes a whole number >= 1 and goes with --estimate SPEC")
+    spec = spec_from(args)
     torch.manual_seed(args.seed)
     model, inputs, kwargs = build_from(args)
     if args.time:
@@ -127,16 +120,6 @@ def warm_up(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, 
                 model(*inputs, **(kwargs or {}))
     except Exception as e:
         raise forward_error(name, tensors(inputs, kwargs), e) from e
-
-
-def _spec(name: str | None) -> DeviceSpec | None:
-    """``--estimate``'s spec, read before the model is built: an unknown name or a bad file is one line."""
-    if name is None:
-        return None
-    try:
-        return spec_of(name)
-    except SpecError as e:
-        raise CliError(f"--estimate: {e}") from None
 
 
 def _nonfinite(graph: Graph) -> None:

@@ -15,6 +15,8 @@ the tests decode the files with ``mlc-chakra``.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -67,10 +69,31 @@ def et_bytes(graph: Graph, timeline: Timeline, device: dict[str, Any]) -> bytes:
     return bytes(out)
 
 
-def groups_json(graph: Graph) -> str:
-    """ASTRA-sim's communicator groups: each process group's name -> its global ranks, as JSON."""
-    groups = {c.group.name: list(c.group.ranks) for c in collectives(graph) if c.group is not None}
+def groups_json(graphs: Graph | Mapping[int, Graph]) -> str:
+    """ASTRA-sim's communicator groups (``--comm-group-configuration``): each process group's name -> its global
+    ranks, as JSON, from one rank's capture or every rank's (``{rank: Graph}``)."""
+    groups: dict[str, list[int]] = {}
+    for graph in (graphs.values() if isinstance(graphs, Mapping) else [graphs]):
+        groups.update({c.group.name: list(c.group.ranks) for c in collectives(graph) if c.group is not None})
     return json.dumps(groups, indent=1, sort_keys=True)
+
+
+#: the formats that write a rank's schedule (one file per rank of a job)
+TIMELINES = ("trace", "chakra")
+
+
+def per_rank(path: str | os.PathLike[str], rank: int | str) -> str:
+    """Where one rank's timeline of a job goes: ``step.trace.json`` -> ``step.rank3.trace.json`` (HTA reads a
+    folder of them), ``step.et`` -> ``step.3.et`` (ASTRA-sim reads ``PREFIX.<rank>.et``).
+
+    >>> per_rank("out/step.trace.json", 3), per_rank("out/step.et", 3)
+    ('out/step.rank3.trace.json', 'out/step.3.et')
+    """
+    text = os.fspath(path)
+    if text.lower().endswith(".trace.json"):
+        return f"{text[:-len('.trace.json')]}.rank{rank}.trace.json"
+    stem, suffix = os.path.splitext(text)
+    return f"{stem}.{rank}{suffix}"
 
 
 def _node(node_id: int, s: Span, deps: list[int], ctrl: list[int], cost: Costs) -> bytes:

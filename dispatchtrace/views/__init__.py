@@ -28,8 +28,7 @@ from ._metrics import (
 )
 from ._mismatch import agreement_key, mismatch, sequences
 from ._noise import noise_ops
-from ._nonfinite import Kind as NonFiniteKind
-from ._nonfinite import NonFinite, first_nonfinite, has_stats
+from ._nonfinite import NonFinite, NonFiniteKind, first_nonfinite, has_stats
 from ._phases import has_backward, phase_graph
 from ._query import CallRef, calls_of, find_calls, find_ops, matches, ops_between, search
 from ._rank_estimates import RankEstimates, estimate_ranks

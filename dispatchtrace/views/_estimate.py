@@ -342,6 +342,7 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
             times[op.index], bounds[op.index], classes[op.index], roof[op.index] = 0.0, "free", "free", 0.0
     for i, (_, price) in priced.items():
         times[i], bounds[i], classes[i], roof[i] = price.seconds, "communication", "collective", price.seconds
+    unsure = [op for op in unsure if not is_collective(op.target)]  # collectives have a model of their own
     schedule = timeline(graph, lambda op: times[op.index], schedule_seconds(priced))
 
     owners = [_owner(op) for op in ops]

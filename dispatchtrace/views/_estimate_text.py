@@ -43,6 +43,10 @@ def estimate_text(est: Estimate, top: int) -> str:
     if len(graph.calls) > len(table) - 1:
         lines.append(f"... {len(graph.calls) - (len(table) - 1)} more calls")
     lines.append(f"Total {seconds(total)} over {sum(1 for t in est.times if t)} kernels")
+    if est.collectives:  # the total is the schedule's: communication that compute hides costs nothing
+        lines.append(f"Communication {seconds(est.communication)} in {len(est.collectives)} collectives: "
+                     f"{seconds(est.exposed)} exposed, {100 * est.overlap:.0f}% hidden behind compute "
+                     f"(docs/timeline.md)")
     if est.unsure:
         targets = list(dict.fromkeys(op.target for op in est.unsure))
         lines.append(f"Unsure: {len(est.unsure)} ops have no FLOP formula ({items(targets, limit=6)}): "

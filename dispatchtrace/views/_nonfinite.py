@@ -8,8 +8,8 @@ from typing import Literal, get_args
 from ..errors import NoValuesError
 from ..graph import Call, Graph, Op, Phase, Source, Stats, TensorRef
 
-Kind = Literal["any", "nan", "inf"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
+NonFiniteKind = Literal["any", "nan", "inf"]
+KINDS: tuple[NonFiniteKind, ...] = get_args(NonFiniteKind)
 
 
 Verdict = Literal["made", "carried", "unsure"]
@@ -36,7 +36,7 @@ class NonFinite:
     """
 
     op: Op
-    kind: Kind
+    kind: NonFiniteKind
     tensor: TensorRef
     stats: Stats
     inputs: tuple[tuple[TensorRef, Stats | None], ...]
@@ -111,7 +111,7 @@ def has_stats(graph: Graph) -> None:
                             "tensors): there is no statistic to look at; capture on a real device (cpu, cuda)")
 
 
-def first_nonfinite(graph: Graph, kind: Kind = "any") -> NonFinite | None:
+def first_nonfinite(graph: Graph, kind: NonFiniteKind = "any") -> NonFinite | None:
     """Where the first NaN / Inf (``kind``) of the capture shows, in execution order; ``None`` when every value
     the capture saw is finite.
 
@@ -131,7 +131,7 @@ def first_nonfinite(graph: Graph, kind: Kind = "any") -> NonFinite | None:
     return min(found, key=lambda f: (f.op.index, f.verdict != "carried"), default=None)
 
 
-def _first(graph: Graph, look: Kind, kind: Kind) -> NonFinite | None:
+def _first(graph: Graph, look: NonFiniteKind, kind: NonFiniteKind) -> NonFinite | None:
     """The first event of ``look`` (``"nan"`` or ``"inf"``), reported as ``kind``."""
     stats = graph.stats
     unwritten: set[int] = set()  # storages an empty-like op made and no op wrote yet: no value, no stats
