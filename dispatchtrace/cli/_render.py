@@ -32,8 +32,7 @@ def parser() -> argparse.ArgumentParser:
         description="Show or draw a capture saved with g.save('trace.json') (or `dispatchtrace MODEL -o trace.json`); "
         "no model and no torch tensors needed.",
         examples=["dispatchtrace render trace.json -o out.svg --depth 2", "dispatchtrace render trace.json --summary",
-                  "dispatchtrace render trace.json --at max_pool#2 --ops",
-                  "dispatchtrace render 'trace.rank*.json' --estimate h100 -o ranks.html -o step.trace.json"],
+                  "dispatchtrace render trace.json --at max_pool#2 --ops"],
     )
     p.add_argument("trace", metavar="TRACE.json", nargs="+",
                    help="a capture written by g.save(path); several rank files, or a glob ('trace.rank*.json'), "
@@ -77,8 +76,8 @@ def _ranks(args: argparse.Namespace, spec: DeviceSpec | None) -> int:
     timelines = [o for o in args.output if for_path(o) is not None and for_path(o).name in TIMELINES]
     pages = [o for o in args.output if o.lower().endswith((".html", ".htm"))]
     if len(pages) + len(timelines) != len(args.output) or not args.output and spec is None:
-        raise CliError("several rank files render to one HTML page (-o ranks.html) and, with --estimate, to a "
-                       "timeline per rank (-o step.trace.json, -o step.et)")
+        raise CliError("several rank files render to one HTML page: add -o ranks.html (with --estimate, also a "
+                       "timeline per rank: -o step.trace.json, -o step.et)")
     if timelines and spec is None:
         raise CliError(f"-o {timelines[0]}: a rank's timeline needs times: add --estimate SPEC")
     try:
