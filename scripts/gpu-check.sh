@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA checks on one GPU, in under 5 minutes: the tests marked `cuda` (tests/test_cuda.py), a quick
 # `dispatchtrace calibrate` held against the part's built-in spec, the overhead benchmark's rows on cuda, a timed
-# capture (benchmarks/timing.py --device cuda), and a short report in markdown ($REPORT, default
+# capture (benchmarks/timing.py --device cuda), the estimate of real steps against their measured time
+# (benchmarks/estimate.py --device cuda), and a short report in markdown ($REPORT, default
 # gpu-check-report.md, or $OUT/gpu-check-report.md where $OUT is set, as on a lent device machine).
 #
 #   bash scripts/gpu-check.sh            # PYTHON=/path/to/python to use another interpreter
@@ -90,6 +91,19 @@ if [ "$left" -gt 20 ]; then
     echo
     echo '```'
     timeout "$left" "$PY" benchmarks/timing.py --device cuda --repeat 5 2>&1 | tail -10
+    echo '```'
+  } >> "$REPORT"
+fi
+# 4. the estimate of real steps against their measured time on this GPU: with the spec calibrated above, and the
+#    part's built-in spec (the time issues' accuracy check on a GPU: docs/time.md, docs/timeline.md)
+left=$(( 420 - ($(date +%s) - start) ))
+if [ "$left" -gt 30 ] && [ -s "$SPEC" ]; then
+  {
+    echo
+    echo "## benchmarks/estimate.py --device cuda --spec $(basename "$SPEC") --rows resnet50 gpt2 --repeat 3"
+    echo
+    echo '```'
+    timeout "$left" "$PY" benchmarks/estimate.py --device cuda --spec "$SPEC" --rows resnet50 gpt2 --repeat 3 2>&1 | tail -40
     echo '```'
   } >> "$REPORT"
 fi
