@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA checks on one GPU, in under 5 minutes: the tests marked `cuda` (tests/test_cuda.py), a quick
+# The CUDA checks on one GPU, in about 7 minutes: the tests marked `cuda` (tests/test_cuda.py), a quick
 # `dispatchtrace calibrate` held against the part's built-in spec, the overhead benchmark's rows on cuda, a timed
 # capture (benchmarks/timing.py --device cuda), the estimate of real steps against their measured time
 # (benchmarks/estimate.py --device cuda), and a short report in markdown ($REPORT, default
