@@ -11,7 +11,7 @@ from typing import Literal
 
 from ..graph import Call, Graph, Op, Stats, TensorRef, itemsize
 from ._compare import Via
-from ._layouts import Layout, compare_sides
+from ._layouts import Layout, compare_sides, same_type
 from ._layouts import shown as shown_values
 
 Status = Literal["same", "changed", "added", "removed", "layout"]
@@ -104,7 +104,7 @@ class Diff:
         lines = [f"call only in a: {c.label} ({c.type})" for c in self.only_a]
         lines += [f"call only in b: {c.label} ({c.type})" for c in self.only_b]
         for cd in self.calls:
-            if cd.a.type != cd.b.type:
+            if not same_type(cd.a.type, cd.b.type):
                 lines.append(f"type of {cd.label}: {cd.a.type} -> {cd.b.type}")
             changed = cd.changed
             if changed:
@@ -142,7 +142,7 @@ class Diff:
     def agree(self) -> bool:
         """No structural difference (``structural`` is empty) and no value beyond tolerance."""
         return (self.first is None and not self.only_a and not self.only_b
-                and not any(cd.changed or cd.a.type != cd.b.type for cd in self.calls))
+                and not any(cd.changed or not same_type(cd.a.type, cd.b.type) for cd in self.calls))
 
     def __str__(self) -> str:
         return report(self)

@@ -224,3 +224,14 @@ def shown(a: Graph | Layout, ra: TensorRef, b: Graph | Layout, rb: TensorRef) ->
     each ran it whole; ``None`` for a partial sum)."""
     fa, fb = values(a, ra, b, rb)
     return (fa.stats[0] if fa.stats else None), (fb.stats[0] if fb.stats else None)
+
+
+
+def same_type(a: str, b: str) -> bool:
+    """Whether two calls' module types are the same module's: equal, or one the class FSDP2's ``fully_shard`` made of
+    the other (``FSDPBlock`` for ``Block``: the layout's, not the model's).
+
+    >>> same_type("Block", "FSDPBlock"), same_type("Linear", "Conv2d")
+    (True, False)
+    """
+    return a == b or a == f"FSDP{b}" or b == f"FSDP{a}"
