@@ -187,15 +187,21 @@ def step(spec: Spec, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, 
     return out
 
 
+#: how the pre-hook's list and the capture's name a call of a module outside the model's tree (a module built at
+#: call time, such as transformers' kernels ``Func``): the capture names it after what it wraps, the hook cannot
+OUTSIDE = "<outside the model>"
+
+
 def hooked_forward(spec: Spec, model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[str], int]:
     """Module paths a plain global forward pre-hook sees while forward runs (calls that backward
-    makes, as checkpointing's recomputation, left out), and the op count of an empty dispatch mode."""
+    makes, as checkpointing's recomputation, left out; a module outside the model's tree as ``OUTSIDE``, as its
+    name is the capture's own: docs/semantics.md), and the op count of an empty dispatch mode."""
     paths = {id(m): p for p, m in model.named_modules()}
     seen: list[str] = []
 
     def pre(m: nn.Module, a: Any) -> None:
         if torch._C._current_graph_task_id() == -1:
-            seen.append(paths.get(id(m), type(m).__name__))
+            seen.append(paths.get(id(m), OUTSIDE))
 
     handle = register_module_forward_pre_hook(pre)
     try:
@@ -279,7 +285,8 @@ def run(spec: Spec, device: Device, *, replay: bool = True, repeat: int = 0) -> 
             row.problems.append(f"g.error: {_first_lines(g.error)}")
         hooks, count = hooked_forward(spec, model, args, kwargs)
         row.ops, row.calls = len(g.ops), len(g.calls)
-        paths = [c.path for c in g.calls]
+        inside = {p for p, _ in model.named_modules()}
+        paths = [c.path if c.path in inside else OUTSIDE for c in g.calls]
         row.calls_match = paths == hooks
         row.ops_match = len(g.ops) == count
         if not row.calls_match:
