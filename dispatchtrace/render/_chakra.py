@@ -20,11 +20,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..views import collectives, costs, tensor_bytes
-from ._trace_json import timeline_of
+from ..views import collective_size, collectives, costs, tensor_bytes
+from ._trace_json import producers_in, timeline_of
 
 if TYPE_CHECKING:
-    from ..graph import Graph, Op
+    from ..graph import Graph
     from ..views import Costs, Span, Timeline
 
 #: et_def.proto's NodeType and CollectiveCommType numbers
@@ -62,7 +62,7 @@ def et_bytes(graph: Graph, timeline: Timeline, device: dict[str, Any]) -> bytes:
             continue
         node_id = len(ids)
         ids[s.op.index] = node_id
-        deps = sorted({ids[p.index] for p in _timed_producers(s.op, ids)})
+        deps = [ids[p.index] for p in producers_in(s.op, ids)]
         ctrl = [last_on[s.stream]] if s.stream in last_on and last_on[s.stream] not in deps else []
         last_on[s.stream] = node_id
         _message(out, _node(node_id, s, deps, ctrl, cost))
@@ -114,7 +114,7 @@ def _node(node_id: int, s: Span, deps: list[int], ctrl: list[int], cost: Costs) 
                   _attr_uint("tensor_size", max(c.sent, c.received))]
     else:
         kind = COMM_COLL_NODE
-        attrs += [_attr_int("comm_type", COMM_TYPES.get(c.kind, 0)), _attr_int("comm_size", _comm_size(c))]
+        attrs += [_attr_int("comm_type", COMM_TYPES.get(c.kind, 0)), _attr_int("comm_size", collective_size(c))]
         if c.group is not None:
             attrs.append(_attr_string("pg_name", c.group.name))
     body = _field_varint(1, node_id) + _field_bytes(2, f"{op.name}: {op.short}".encode()) + _field_varint(3, kind)
@@ -123,28 +123,6 @@ def _node(node_id: int, s: Span, deps: list[int], ctrl: list[int], cost: Costs) 
     shapes = json.dumps([list(r.shape) if r.shape is not None else None for r in op.outputs])
     body += _field_bytes(9, _field_bytes(2, shapes.encode()) + _field_bytes(3, json.dumps([r.dtype for r in op.outputs]).encode()))
     return body + b"".join(_field_bytes(10, a) for a in attrs)
-
-
-def _comm_size(c: Any) -> int:
-    """The collective's whole buffer in bytes, as ``hardware.collective_cost`` prices it."""
-    if c.kind == "all_gather":
-        return c.received
-    return max(c.sent, c.received)
-
-
-def _timed_producers(op: Op, ids: dict[int, int]) -> list[Op]:
-    found: list[Op] = []
-    stack, seen = list(op.producers), set()
-    while stack:
-        p = stack.pop()
-        if p.index in seen:
-            continue
-        seen.add(p.index)
-        if p.index in ids:
-            found.append(p)
-        else:
-            stack.extend(p.producers)
-    return found
 
 
 # ---- the few protobuf wire-format pieces the schema needs -------------------------------------------

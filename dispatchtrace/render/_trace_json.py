@@ -14,6 +14,7 @@ an estimate, from the measured times (one stream: what ran, in order).
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -162,7 +163,7 @@ def _flows(graph: Graph, shown: dict[int, Span], streams: dict[str, int]) -> lis
     out: list[dict[str, Any]] = []
     flow = 0
     for s in shown.values():
-        for producer in _shown_producers(s.op, shown):
+        for producer in producers_in(s.op, shown):
             p = shown[producer.index]
             flow += 1
             out.append({"ph": "s", "cat": "dataflow", "name": "data", "id": flow, "pid": DEVICE_PID,
@@ -172,7 +173,9 @@ def _flows(graph: Graph, shown: dict[int, Span], streams: dict[str, int]) -> lis
     return out
 
 
-def _shown_producers(op: Op, shown: dict[int, Span]) -> list[Op]:
+def producers_in(op: Op, shown: Container[int]) -> list[Op]:
+    """The ops among ``shown`` (op indices) whose results ``op`` reads, through any op not in it (views and other
+    ops that take no time), in op order."""
     found: dict[int, Op] = {}
     stack, seen = list(op.producers), set()
     while stack:

@@ -8,6 +8,7 @@ from ._depths import collapse, resolve_depth
 from ._diff import CallDiff, Diff, OpPair, diff
 from ._diff import report as diff_report
 from ._estimate import Estimate, estimate
+from ._estimate_comms import collective_size
 from ._estimate_metrics import ESTIMATE_METRICS, forget_estimate, shown_estimate
 from ._fold import foldable_runs
 from ._labels import call_label, run_label
@@ -42,7 +43,7 @@ __all__ = [
     "Diff", "ESTIMATE_METRICS", "Edge", "Estimate", "Layout", "Memory", "Metric", "Node", "NonFinite",
     "NonFiniteKind", "OpPair", "PLACES", "Predicate", "RankEstimates", "Span", "Summary", "TIME_METRICS", "Timeline",
     "Tree", "agreement_key", "all_metrics", "attributes", "attributes_text", "call_label", "calls_of", "capture_of",
-    "collapse", "collapse_at", "collectives", "costs", "diff", "diff_report", "estimate", "estimate_ranks",
+    "collapse", "collapse_at", "collective_size", "collectives", "costs", "diff", "diff_report", "estimate", "estimate_ranks",
     "find_calls", "find_ops", "first_nonfinite", "foldable_runs", "forget_estimate", "has_backward", "has_stats",
     "layering", "matches", "measured_timeline", "memory", "metrics", "mismatch", "noise_ops", "ops_between",
     "phase_graph", "register_metric", "resolve_depth", "run_label", "search", "seconds", "sequences", "shared",
