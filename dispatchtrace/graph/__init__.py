@@ -26,6 +26,7 @@ from ._records import (
     new_call,
     op_ranges,
     times_sum,
+    within,
 )
 from ._source import Source
 from ._stats import Stats, relative
@@ -37,6 +38,6 @@ __all__ = [
     "Call", "Child", "Construction", "DTensorOp", "Depth", "Graph", "GraphBuilder", "Group", "Kind", "Literal", "Op",
     "Opaque", "Phase", "PhaseView", "Rare", "Saved", "Source", "Stats", "TensorRef", "Users",
     "check_depth", "input_construction", "is_collective", "itemsize", "new_call", "op_ranges", "overload_of", "ranks_text",
-    "relative", "times_sum",
+    "relative", "times_sum", "within",
     "shape_text", "shares_storage",
 ]

@@ -308,3 +308,18 @@ def new_call(path: str, type_: str, index: int, parent: Call | None, module: Any
     the fastest way to build one, as the capture does for each module call)."""
     return Call(path, type_, index, -1 if parent is None else parent.depth + 1, parent, [], [], inputs, (), 1,
                 None, None, None, None, None, None if module is None else weakref.ref(module))
+
+
+def within(call: Call | None, ancestor: Call | None) -> bool:
+    """Whether ``call`` is ``ancestor`` or runs inside it (``ancestor`` among its parents).
+
+    >>> root = new_call("", "<capture>", 0, None)
+    >>> block = new_call("block", "Block", 0, root)
+    >>> within(block, root), within(root, block), within(None, root)
+    (True, False, False)
+    """
+    while call is not None:
+        if call is ancestor:
+            return True
+        call = call.parent
+    return False

@@ -47,7 +47,7 @@ from torch.autograd.graph import Node
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from .._torch import NO_NODE_CREATION_HOOK, NODE_CREATION_HOOK, graph_task_id, node_creation_hook, running_node
-from ..graph import Call, GraphBuilder, Op, Phase
+from ..graph import Call, GraphBuilder, Op, Phase, within
 from ._autograd import accumulated, is_python_function, tag
 from ._recorder import Recorder
 
@@ -214,7 +214,7 @@ class Phases:
                 if at.module is module:
                     return at
                 at = at.parent
-            below = [c for c in calls if _inside(c, start)]
+            below = [c for c in calls if within(c, start)]
             if below:
                 return below[-1]
         return calls[-1]
@@ -257,12 +257,3 @@ class Phases:
                 for key, value in optimizer.state.get(p, {}).items():
                     if isinstance(value, torch.Tensor):
                         names[id(value)] = f"{name}.{key}"
-
-
-def _inside(call: Call, ancestor: Call | None) -> bool:
-    at: Call | None = call
-    while at is not None:
-        if at is ancestor:
-            return True
-        at = at.parent
-    return False

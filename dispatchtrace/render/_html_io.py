@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..graph import within
+
 if TYPE_CHECKING:
     from ..graph import Call, Graph, Op, TensorRef
 
@@ -35,12 +37,6 @@ def derived_io(graph: Graph, hidden: frozenset[Op]) -> dict[Call, tuple[list[Ten
             for r in op.inputs:
                 readers.setdefault(id(r), []).append(op)
 
-    def inside(op: Op, call: Call) -> bool:
-        c: Call | None = op.call
-        while c is not None and c is not call:
-            c = c.parent
-        return c is call
-
     out: dict[Call, tuple[list[TensorRef], list[TensorRef]]] = {}
     for call in [graph.root, *graph.calls]:
         root = call.parent is None
@@ -55,11 +51,11 @@ def derived_io(graph: Graph, hidden: frozenset[Op]) -> dict[Call, tuple[list[Ten
         outs: dict[int, TensorRef] = {}
         for op in ops:
             for r in op.inputs:
-                if r.producer is None or not inside(r.producer, call):
+                if r.producer is None or not within(r.producer.call, call):
                     ins.setdefault(id(r), r)
             for r in op.outputs:
                 users = readers.get(id(r), [])
-                if not users or any(not inside(u, call) for u in users):
+                if not users or any(not within(u.call, call) for u in users):
                     outs.setdefault(id(r), r)
         out[call] = (list(have_ins) if root and have_ins else list(ins.values()), list(outs.values()))
     return out

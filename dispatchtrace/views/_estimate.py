@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..graph import PHASES, Call, Op, is_collective
 from ..hardware import spec_of
 from ._attention import regions
-from ._collectives import Collective
+from ._collectives import Collective, collectives
 from ._costs import costs
 from ._estimate_comms import Cluster, cluster_of, price_collectives, schedule_seconds
 from ._estimate_metrics import show_estimate
@@ -336,14 +336,15 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
             unsure.append(op)
         times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes)
 
-    priced = price_collectives(graph, cluster)
+    found = collectives(graph)  # read once: priced, then scheduled
+    priced = price_collectives(graph, cluster, found)
     for op in ops:  # waits and wrappers of collectives launch nothing: the wait is the schedule's
         if is_collective(op.target) and op.index not in priced:
             times[op.index], bounds[op.index], classes[op.index], roof[op.index] = 0.0, "free", "free", 0.0
     for i, (_, price) in priced.items():
         times[i], bounds[i], classes[i], roof[i] = price.seconds, "communication", "collective", price.seconds
     unsure = [op for op in unsure if not is_collective(op.target)]  # collectives have a model of their own
-    schedule = timeline(graph, lambda op: times[op.index], schedule_seconds(priced))
+    schedule = timeline(graph, lambda op: times[op.index], schedule_seconds(priced), found)
 
     owners = [_owner(op) for op in ops]
     phases = [op.phase for op in ops]

@@ -9,7 +9,7 @@ A collective whose group the capture could not read, or that needs a link the sp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,10 +54,12 @@ def collective_size(c: Collective) -> int:
     return max(c.sent, c.received)
 
 
-def price_collectives(graph: Graph, cluster: Cluster) -> dict[int, tuple[Collective, CollectiveCost]]:
-    """Op index -> the collective there and its cost on ``cluster``."""
+def price_collectives(graph: Graph, cluster: Cluster,
+                      found: Iterable[Collective] | None = None) -> dict[int, tuple[Collective, CollectiveCost]]:
+    """Op index -> the collective there and its cost on ``cluster`` (``found``: the graph's collectives, when the
+    caller has read them)."""
     out: dict[int, tuple[Collective, CollectiveCost]] = {}
-    for c in collectives(graph):
+    for c in collectives(graph) if found is None else found:
         if c.kind == "barrier" and c.group is None:
             continue
         if c.group is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..graph import Call, Graph, Op
+from ..graph import Call, Graph, Op, within
 
 _FSDP = re.compile(r"^FSDP::\w+ \((.*)\)$")
 _COLLECTIVE = ("c10d.", "_c10d_functional.")
@@ -43,19 +43,11 @@ def serves(graph: Graph, op: Op, region: str | None) -> Call | None:
     if path is not None:
         calls = [c for c in graph.calls if c.path == path]
         if calls:
-            inside = [c for c in calls if _within(op.origin, c) or _within(op.call, c)]
+            inside = [c for c in calls if within(op.origin, c) or within(op.call, c)]
             return inside[-1] if inside else calls[-1]
     if op.phase == "forward":
         return op.call if op.call.parent is not None else None
     return op.origin
-
-
-def _within(call: Call | None, ancestor: Call) -> bool:
-    while call is not None:
-        if call is ancestor:
-            return True
-        call = call.parent
-    return False
 
 
 class Gradients:

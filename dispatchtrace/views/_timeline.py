@@ -23,10 +23,11 @@ waited) and per phase.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..graph import within
 from ._collectives import Collective, collectives
 
 if TYPE_CHECKING:
@@ -86,12 +87,12 @@ class Timeline:
     def exposed_in(self, call: Call) -> float:
         """Seconds the compute stream waited for communication at ops inside ``call`` (its children's too; the
         root call also gets the ``tail``)."""
-        waited = sum(s.waited for s in self.spans if s.waited and _inside(s.op.call, call))
+        waited = sum(s.waited for s in self.spans if s.waited and within(s.op.call, call))
         return waited + (self.tail if call.parent is None else 0.0)
 
     def communication_in(self, call: Call) -> float:
         """Seconds of the collectives issued inside ``call`` (its children's too)."""
-        return sum(s.seconds for s in self.spans if s.collective is not None and _inside(s.op.call, call))
+        return sum(s.seconds for s in self.spans if s.collective is not None and within(s.op.call, call))
 
     def phases(self) -> dict[str, tuple[float, float]]:
         """Phase -> ``(elapsed, exposed)``: the time from the phase's first op's start to its last op's end on the
@@ -114,19 +115,11 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms" if seconds < 1 else f"{seconds:.3f} s"
 
 
-def _inside(call: Call | None, outer: Call) -> bool:
-    while call is not None:
-        if call is outer:
-            return True
-        call = call.parent
-    return False
-
-
-def timeline(graph: Graph, op_seconds: Callable[[Op], float],
-             collective_seconds: Callable[[Collective], float]) -> Timeline:
+def timeline(graph: Graph, op_seconds: Callable[[Op], float], collective_seconds: Callable[[Collective], float],
+             found: Iterable[Collective] | None = None) -> Timeline:
     """The schedule of ``graph``'s ops: ``op_seconds(op)`` for each compute op, ``collective_seconds(c)`` for each
-    collective (``views/_collectives.py``'s records)."""
-    found = {c.op.index: c for c in collectives(graph)}
+    collective (``views/_collectives.py``'s records: ``found`` when the caller has them, else read here)."""
+    found = {c.op.index: c for c in (collectives(graph) if found is None else found)}
     waits: dict[int, list[Collective]] = {}  # op index -> the collectives it must wait for
     for c in found.values():
         waiter = c.wait if c.wait is not None else _first_touch(c.op)
