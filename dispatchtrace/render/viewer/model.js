@@ -5,7 +5,7 @@
 // repeat, src, ins, outs, label, title; an op's call, name, target, flags, src, args, outs, phase; both their
 // metrics' values in m (m.flops) and a metric's own text in t (t.norm), for the metrics the payload lists.
 // reads: DT.Rows
-// defines: DT.Model DT.human
+// defines: DT.Model DT.human DT.seconds
 "use strict";
 var DT = window.DT || (window.DT = {});
 
@@ -366,12 +366,26 @@ DT.Model.prototype.metricText = function (key, name) {
   return v === null ? d.unknown : DT.human(v, d.unit);
 };
 
-// Python's _text.human: a count in SI units with two or three significant digits.
+// Python's _text.human: a count in SI units with two or three significant digits; seconds as DT.seconds.
 DT.human = function (n, unit) {
+  if (unit === "s") return DT.seconds(n);
   var prefixes = ["", "k", "M", "G", "T", "P", "E"], v = n, i = 0;
   while (Math.abs(v) >= 999.5 && i < prefixes.length - 1) { v /= 1000; i++; }
   var text = i === 0 ? String(n) : Math.abs(v) < 10 || (Math.abs(v) < 100 && !unit) ? v.toFixed(1) : v.toFixed(0);
   return (text + " " + prefixes[i] + (unit || "")).replace(/\s+$/, "");
+};
+
+// Python's views._time_metrics.seconds: three significant digits in s, ms or µs (a time is under a second).
+DT.seconds = function (v) {
+  if (v === 0) return "0 s";
+  var units = [[1, "s"], [1e-3, "ms"], [1e-6, "µs"]];
+  for (var i = 0; i < units.length; i++) {
+    var scale = units[i][0], unit = units[i][1];
+    if (Math.abs(v) >= scale * 0.9995 || unit === "µs") {
+      var x = v / scale, digits = Math.abs(x) < 9.995 ? 2 : Math.abs(x) < 99.95 ? 1 : 0;
+      return x.toFixed(digits) + " " + unit;
+    }
+  }
 };
 
 DT.Model.prototype.typeOf = function (key) {
