@@ -26,7 +26,7 @@ def test_a_refs_shape_text_and_its_deprecated_label() -> None:
 def test_text_takes_stats_and_its_deprecated_values() -> None:
     with dt.capture(values="stats") as g:
         torch.ones(2) + 1
-    assert "= [2, 2] mean 2" in g.text(stats=True) and g.text() == str(g)
+    assert "= [2, 2] norm 2.828" in g.text(stats=True) and g.text() == str(g)
     with pytest.warns(DeprecationWarning, match="stats="):
         assert g.text(values=True) == g.text(stats=True)
 

@@ -11,11 +11,11 @@ class Stats:
     """Counts and moments of one tensor value (an op's result, or a tensor it wrote, after the op).
 
     ``nan``, ``posinf``, ``neginf`` and ``zeros`` count elements; ``min``, ``max``, ``mean`` and ``norm``
-    (L2, accumulated in float64) are taken over the finite elements only (``None`` when there is none),
-    so that one NaN does not hide the scale of the rest. Integer and bool tensors have no NaN or Inf;
-    a bool's ``mean`` is the fraction of ``True``. ``zeros`` is ``None`` where it was not counted and
+    (L2) are taken over the finite elements only (``None`` when there is none), so that one NaN does not
+    hide the scale of the rest. Integer and bool tensors have no NaN or Inf; a bool's ``mean`` is the
+    fraction of ``True``. ``mean`` is also ``None`` where it was not taken, ``zeros`` where it was not counted and
     ``fingerprint`` (a 64-bit hash of the value's bits, in element order) ``None`` where it was not taken:
-    both are ``capture(values="stats", stats=...)`` options.
+    all three are ``capture(values="stats", stats=...)`` options.
 
     >>> s = Stats(4, 1, 0, 1, 1, 0.0, 2.0, 1.0, 2.0)
     >>> s.finite, s.nonfinite
@@ -67,7 +67,8 @@ class Stats:
     def __str__(self) -> str:
         if self.numel == 0:
             return "empty"
-        parts = [f"[{_num(self.min)}, {_num(self.max)}] mean {_num(self.mean)} norm {_num(self.norm)}"
+        mean = "" if self.mean is None else f" mean {_num(self.mean)}"
+        parts = [f"[{_num(self.min)}, {_num(self.max)}]{mean} norm {_num(self.norm)}"
                  if self.min is not None else "no finite value"]
         for label, n in (("zeros", self.zeros), ("nan", self.nan), ("+inf", self.posinf), ("-inf", self.neginf)):
             if n:

@@ -19,11 +19,12 @@ _F32 = torch.float32
 _HALF = (torch.bfloat16, torch.float16)
 _EMPTY = Stats(0, 0, 0, 0, 0, None, None, None, None)
 
-Extra = Literal["zeros", "fingerprint"]
-"""What ``capture(values="stats", stats=...)`` adds to the default statistics: ``"zeros"``, the exact count of
-zeros (a count on the bits where ``[min, max]`` holds 0: about 0.4x of the default's cost on ResNet-50);
-``"fingerprint"``, a 64-bit hash of each value's bits in element order, for run-to-run determinism checks
-(``Stats.bitwise_equal``; about 4x the default's cost)."""
+Extra = Literal["mean", "zeros", "fingerprint"]
+"""What ``capture(values="stats", stats=...)`` adds to the default statistics (the counts of NaN and Inf, the
+range, the L2 norm): ``"mean"``, the mean (torch's cascaded sum: one more pass, about 0.3x of the default's
+cost on ResNet-50); ``"zeros"``, the exact count of zeros (a count on the bits where ``[min, max]`` holds 0:
+about 0.6x); ``"fingerprint"``, a 64-bit hash of each value's bits in element order, for run-to-run
+determinism checks (``Stats.bitwise_equal``; about 10x the default's cost)."""
 EXTRAS: tuple[Extra, ...] = get_args(Extra)
 
 
@@ -32,39 +33,48 @@ def extras(stats: Iterable[str], values: str) -> frozenset[str]:
 
     >>> sorted(extras(("zeros", "fingerprint"), "stats"))
     ['fingerprint', 'zeros']
+    >>> sorted(extras(["mean"], "stats"))
+    ['mean']
     >>> extras("zeros", "stats")
     frozenset({'zeros'})
     """
     chosen = frozenset((stats,) if isinstance(stats, str) else stats)
     unknown = sorted(chosen - set(EXTRAS))
     if unknown:
-        raise ValueError(f"stats={unknown[0]!r} is not one of {', '.join(map(repr, EXTRAS))}: \"zeros\" counts the zeros "
-                         f"exactly, \"fingerprint\" hashes each value's bits (run-to-run determinism checks)")
+        raise ValueError(f"stats={unknown[0]!r} is not one of {', '.join(map(repr, EXTRAS))}: \"mean\" adds the mean, "
+                         f"\"zeros\" counts the zeros exactly, \"fingerprint\" hashes each value's bits (run-to-run "
+                         f"determinism checks)")
     if chosen and values != "stats":
         raise ValueError(f"stats={tuple(sorted(chosen))!r} adds to the statistics of values=\"stats\": "
                          f"capture with dt.capture(model, values=\"stats\", stats=...)")
     return chosen
 
 
-def stats_of(t: Tensor, *, zeros: bool = False, fingerprint: bool = False) -> Stats | None:
+def stats_of(t: Tensor, *, mean: bool = False, zeros: bool = False, fingerprint: bool = False,
+             bounds: tuple[float, float] | None = None) -> Stats | None:
     """The ``Stats`` of ``t``'s value now; ``None`` for a tensor without values (meta, fake) or one
     they do not describe (complex, sparse, quantized, nested).
 
-    Three of torch's one-pass reductions: ``aminmax`` (whose NaN or Inf says the value is not finite: only then
-    are NaN and Inf counted), a sum and an L2 norm. A permuted dense tensor (a transposed weight) is read as the
-    flat block of memory it covers: the same elements, in the order torch reads fastest. The sum is torch's
-    (cascaded: relative error about 1e-7 at any size, accumulated in float32 for float32 and narrower, in
-    float64 for the rest); the norm of a tensor over ``_SMALL`` elements is taken in blocks of 64 to ``_BLOCK``
-    consecutive elements by torch's vectorized float32 norm, the blocks' norms combined in float64 (torch's
-    float32 norm of a whole 8 M-element tensor is off by 1%, the blocked one by 1e-7 of it), a smaller
-    one's in float64. A sum or norm that overflows float32 is taken again in float64. ``zeros`` counts the
-    zeros (else ``Stats.zeros`` is ``None``), ``fingerprint`` hashes the bits (``fingerprint_of``). Every
-    dispatch mode is set aside meanwhile: the reductions are no ops of the capture.
+    Two of torch's one-pass reductions by default: ``aminmax`` (whose NaN or Inf says the value is not finite:
+    only then are NaN and Inf counted) and an L2 norm (``_norm``: relative error below 1e-6 at any size, where
+    torch's float32 norm of a whole large tensor is off by up to 5e-3).
+    ``mean`` adds a third, torch's sum (cascaded: relative error about 1e-7 at any size, accumulated in float32
+    for float32 and narrower, in float64 for the rest; else ``Stats.mean`` is ``None``), ``zeros`` counts the
+    zeros (else ``Stats.zeros`` is ``None``), ``fingerprint`` hashes the bits (``fingerprint_of``). A permuted
+    dense tensor (a transposed weight) is read as the flat block of memory it covers: the same elements, in the
+    order torch reads fastest. A sum or norm that overflows float32 is taken again in float64. Every dispatch
+    mode is set aside meanwhile: the reductions are no ops of the capture. A caller that knows the value is
+    finite and its min and max (a ReLU of a finite value whose range it has: ``StatsTaker``) gives them as
+    ``bounds``, and one pass is left, the norm.
 
-    >>> str(stats_of(torch.tensor([0.0, 1.0, float("nan"), -3.0]), zeros=True))
+    >>> str(stats_of(torch.tensor([0.0, 1.0, float("nan"), -3.0]), mean=True, zeros=True))
     '[-3, 1] mean -0.6667 norm 3.162 zeros 1 nan 1'
+    >>> str(stats_of(torch.tensor([3.0, -4.0])))
+    '[-4, 3] norm 5'
     >>> stats_of(torch.tensor([0.0, 2.0])).zeros is None
     True
+    >>> str(stats_of(torch.tensor([0.0, 3.0, 4.0]), bounds=(0.0, 4.0)))
+    '[0, 4] norm 5'
     >>> stats_of(torch.ones(2, device="meta")) is None
     True
     """
@@ -74,23 +84,27 @@ def stats_of(t: Tensor, *, zeros: bool = False, fingerprint: bool = False) -> St
     if n == 0:
         return _EMPTY
     try:
-        with modes_set_aside():  # (detached: autograd records nothing, no no_grad() to enter)
-            x = t.detach()
+        with modes_set_aside():
+            x = t.detach() if t.requires_grad else t  # (autograd records nothing: no node, no no_grad() to enter)
             fp = fingerprint_of(x) if fingerprint else None
             if not x.is_floating_point():
                 x = x.to(_F64)  # ints and bools: the same numbers as float64
-            x = _flat(x)
-            lo, hi = torch.aminmax(x)
-            lo_, hi_ = lo.item(), hi.item()
-            if not (math.isfinite(lo_) and math.isfinite(hi_)):  # a NaN or an Inf (aminmax propagates NaN)
-                return _nonfinite(x, n, zeros, fp)
-            s = x.sum(dtype=_F32 if x.dtype in _HALF else None).item()
+            if not x.is_contiguous():
+                x = _flat(x)
+            if bounds is None:
+                lo, hi = torch.aminmax(x)
+                lo_, hi_ = lo.item(), hi.item()
+                if not (math.isfinite(lo_) and math.isfinite(hi_)):  # a NaN or an Inf (aminmax propagates NaN)
+                    return _nonfinite(x, n, mean, zeros, fp)
+            else:
+                lo_, hi_ = bounds
             norm_ = _norm(x, n)
+            s = x.sum(dtype=_F32 if x.dtype in _HALF else None).item() if mean else 0.0
             if not (math.isfinite(s) and math.isfinite(norm_)):  # every element finite: float32 overflowed
                 x = x.to(_F64)
                 s, norm_ = x.sum().item(), torch.linalg.vector_norm(x).item()
             z = (n - _nonzero(x) if lo_ <= 0.0 <= hi_ else 0) if zeros else None
-            return Stats(n, 0, 0, 0, z, lo_, hi_, s / n, norm_, fp)
+            return Stats(n, 0, 0, 0, z, lo_, hi_, s / n if mean else None, norm_, fp)
     except (RuntimeError, TypeError, NotImplementedError):  # a dtype a reduction does not take (float8)
         return None
 
@@ -104,12 +118,16 @@ def describable(t: object) -> bool:
     if type(t) is not Tensor and type(t) is not _Parameter:  # (a Parameter of a fake tensor is no Parameter)
         if not isinstance(t, Tensor) or not has_values(t):
             return False
-    elif t.device.type == "meta":
+    elif t.is_meta:
         return False
     return not (t.layout is not torch.strided or t.is_complex() or t.is_quantized or t.is_nested)
 
 
-_SMALL = 4096
+_FLAT = 1 << 16
+"""Up to this many elements, one float32 norm of the whole (relative error at most 4e-7 at this size); above it,
+float32 norms of blocks of at most ``_BLOCK`` elements combined in float64, at the same speed (torch's float32
+norm of a whole 8 M-element tensor of 0.1s is off by 5e-3, the blocked one by 3e-7; blocks of 4,096 would be
+off by 2e-6: torch sums each row of a 2-D reduction in one float32 running sum)."""
 _BLOCK = 1024
 
 
@@ -131,15 +149,21 @@ def _block(n: int) -> int:
 
 
 def _norm(x: Tensor, n: int) -> float:
-    """The L2 norm of ``x``'s elements, accumulated in float64 across blocks (see ``stats_of``)."""
-    if x.dtype is _F64 or n <= _SMALL or x.dim() != 1:  # (small, float64, or not flat)
-        return torch.linalg.vector_norm(x, dtype=_F64).item()
+    """The L2 norm of ``x``'s elements: one float32 (or float64) norm up to ``_FLAT`` elements, else the float32
+    norms of blocks combined in float64 (see ``_FLAT``)."""
+    acc = _F64 if x.dtype is _F64 else _F32
+    if n <= _FLAT or acc is _F64:
+        return torch.linalg.vector_norm(x, dtype=acc).item()
+    if x.dim() != 1:
+        if not x.is_contiguous():  # (a gapped or overlapping view: no blocks)
+            return torch.linalg.vector_norm(x, dtype=acc).item()
+        x = x.view(-1)
     block = _block(n)
     whole = n if block else n - n % _BLOCK
     blocks = x[:whole].view(-1, block or _BLOCK)
     norm = torch.linalg.vector_norm(torch.linalg.vector_norm(blocks, dim=1, dtype=_F32), dtype=_F64).item()
     if whole < n:
-        norm = math.hypot(norm, torch.linalg.vector_norm(x[whole:], dtype=_F64).item())
+        norm = math.hypot(norm, torch.linalg.vector_norm(x[whole:], dtype=_F32).item())
     return norm
 
 
@@ -160,7 +184,7 @@ def _nonzero(x: Tensor) -> int:
     return int(torch.count_nonzero(v))
 
 
-def _nonfinite(x: Tensor, n: int, zeros: bool, fp: int | None) -> Stats:
+def _nonfinite(x: Tensor, n: int, mean: bool, zeros: bool, fp: int | None) -> Stats:
     """The rare case: counts of NaN, each Inf (and zeros), the moments over the finite elements (in float64)."""
     z = n - _nonzero(x) if zeros else None
     nan = int(torch.isnan(x).sum())
@@ -171,7 +195,7 @@ def _nonfinite(x: Tensor, n: int, zeros: bool, fp: int | None) -> Stats:
         return Stats(n, nan, posinf, neginf, z, None, None, None, None, fp)
     lo, hi = torch.aminmax(finite)
     s, lo_, hi_, norm = torch.stack([finite.sum(), lo, hi, torch.linalg.vector_norm(finite)]).tolist()
-    return Stats(n, nan, posinf, neginf, z, lo_, hi_, s / finite.numel(), norm, fp)
+    return Stats(n, nan, posinf, neginf, z, lo_, hi_, s / finite.numel() if mean else None, norm, fp)
 
 
 _UNSIGNED = {1: (torch.uint8, 0xFF), 2: (torch.int16, 0xFFFF), 4: (torch.int32, 0xFFFFFFFF)}

@@ -14,7 +14,8 @@ Tensor = torch.Tensor
 _CHUNK = 1024
 """Rows per block of the buffer: it grows by a block, never copies the rows it holds."""
 _COLUMNS = 9
-"""``[nan, +inf, -inf, zeros, min, max, sum, norm, fingerprint]``: float64; the fingerprint's int64 bits as they are."""
+"""``[nan, +inf, -inf, zeros, min, max, sum, norm, fingerprint]``: float64 (the sum 0 and the zeros -1 where not
+asked for); the fingerprint's int64 bits as they are."""
 DEFER_ON_CPU = False
 """Tests only: CPU tensors take the deferred path too (it is chosen for every other device), so CI runs its logic."""
 
@@ -28,7 +29,8 @@ class StatsRows:
     The moments are taken over the finite elements and the counts always: no branch on a value (which would
     need the value on the host). Where the capture runs on several streams, ``read`` waits for the device."""
 
-    def __init__(self, zeros: bool, fingerprint: bool) -> None:
+    def __init__(self, mean: bool, zeros: bool, fingerprint: bool) -> None:
+        self._mean = mean
         self._zeros = zeros
         self._fingerprint = fingerprint
         self._blocks: dict[torch.device, list[Tensor]] = {}
@@ -57,7 +59,8 @@ class StatsRows:
                          (x == 0).sum() if self._zeros else torch.full((), -1, device=device)]
                 clean = torch.where(finite, x, 0)
                 parts += [torch.where(finite, x, inf).amin(), torch.where(finite, x, -inf).amax(),
-                          clean.sum(dtype=_F64), torch.linalg.vector_norm(clean, dtype=_F64)]
+                          clean.sum(dtype=_F64) if self._mean else torch.zeros((), device=device),
+                          torch.linalg.vector_norm(clean, dtype=_F64)]
                 row = torch.stack([p.to(_F64) for p in parts])
                 if fp is not None:
                     row = torch.cat([row, fp])
@@ -95,5 +98,6 @@ class StatsRows:
             if bad == n:
                 out.append(Stats(n, int(nan), int(posinf), int(neginf), z, None, None, None, None, fp))
             else:
-                out.append(Stats(n, int(nan), int(posinf), int(neginf), z, lo, hi, s / (n - bad), norm, fp))
+                out.append(Stats(n, int(nan), int(posinf), int(neginf), z, lo, hi, s / (n - bad) if self._mean else None,
+                                 norm, fp))
         return out

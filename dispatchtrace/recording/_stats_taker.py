@@ -23,6 +23,11 @@ SAME_ELEMENTS = frozenset({"t", "transpose", "permute", "view", "_unsafe_view", 
 as many of the same dtype (not ``view(dtype)``), it has the input's stats (no second pass over the same numbers:
 a transposed weight, a flatten)."""
 
+RELU = frozenset({"relu", "relu_"})
+"""Ops whose result's range follows from their input's: a ReLU of a finite value whose min and max are known
+is finite, with min and max ``max(v, 0)`` each (NaN and Inf inputs are taken in full). Only its norm needs a
+pass (``stats_of(bounds=...)``): on ResNet-50 a sixth of the values the stats read."""
+
 _COLLECTIVES = ("c10d.", "_c10d_functional.", "c10d_functional.", "_c10d_functional_autograd.")
 """Namespaces of collectives and of the ops that wrap their pending results (``_wrap_tensor_autograd``)."""
 
@@ -51,8 +56,10 @@ class StatsTaker:
     def __init__(self, stats: dict[int, Stats], live: dict[int, Any], extras: frozenset[str] = frozenset()) -> None:
         self.stats = stats
         self._live = live
+        self._mean = "mean" in extras
         self._zeros = "zeros" in extras
         self._fingerprint = "fingerprint" in extras
+        self._bounded = not extras  # (the extras take their own passes: no pass to save)
         self._unwritten: set[int] = set()  # storages an ``UNINITIALIZED`` op made and no op wrote yet
         self._none: set[int] = set()  # refs without values (meta, complex): not asked again
         self._pre: dict[int, Taken] = {}  # id(tensor) -> its stats before the op that writes it ran
@@ -61,14 +68,15 @@ class StatsTaker:
         self._pending: dict[int, list[Any]] = {}  # storage -> the refs of it a collective returned or wrote, unread
 
     # ---- one tensor ----------------------------------------------------------------------------
-    def _take(self, t: Tensor) -> Taken:
-        """``t``'s stats now (on the CPU), or the row its reductions will write (any other device)."""
-        if t.device.type == "cpu" and not _stats_rows.DEFER_ON_CPU:
-            return stats_of(t, zeros=self._zeros, fingerprint=self._fingerprint)
+    def _take(self, t: Tensor, bounds: tuple[float, float] | None = None) -> Taken:
+        """``t``'s stats now (on the CPU), or the row its reductions will write (any other device); ``bounds``:
+        its min and max where they are known and finite (``RELU``)."""
+        if t.is_cpu and not _stats_rows.DEFER_ON_CPU:
+            return stats_of(t, mean=self._mean, zeros=self._zeros, fingerprint=self._fingerprint, bounds=bounds)
         if not describable(t):
             return None
         if self._rows is None:
-            self._rows = StatsRows(self._zeros, self._fingerprint)
+            self._rows = StatsRows(self._mean, self._zeros, self._fingerprint)
         return self._rows.add(t)
 
     def _put(self, rid: int, taken: Taken) -> None:
@@ -103,7 +111,8 @@ class StatsTaker:
                 pre[id(t)] = self._take(t)
 
     def _inputs(self, op: Op, args: tuple[Any, ...], kwargs: dict[str, Any], wrote: bool) -> None:
-        """The stats of ``op``'s inputs that have none: taken before the op where it wrote, else now."""
+        """The stats of ``op``'s inputs that have none: those ``before`` took (an op that may write, such as
+        batch norm's running statistics, read them before it ran), else taken now unless the op wrote."""
         unwritten = self._unwritten
         has = self._has
         pending = self._pending
@@ -119,10 +128,10 @@ class StatsTaker:
             ref, t = op.inputs[i], tensors[i]
             if ref.shape != tuple(t.shape):  # (the same leaf, checked)
                 continue
-            if wrote:
-                if id(t) in pre:
-                    self._put(ref.id, pre[id(t)])
-            else:
+            taken = pre.get(id(t), pre)  # (taken before the op ran: the value it read, written or not)
+            if taken is not pre:
+                self._put(ref.id, taken)  # type: ignore[arg-type]
+            elif not wrote:
                 self._put(ref.id, self._take(t))
 
     def after(self, op: Op, info: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -164,13 +173,25 @@ class StatsTaker:
                     same = self.stats.get(source.id)
                     if same is None:
                         same = self._row_of.get(source.id)
+            bounds = self._relu(op, outputs) if info.base in RELU else None
             for ref, t in zip(outputs, tensors, strict=False):
                 if not has(ref.id) and ref.storage not in unwritten:  # (a view of memory not yet written: none)
-                    self._put(ref.id, same if same is not None and _numel(ref) == _numel(op.inputs[0]) else self._take(t))
+                    self._put(ref.id, same if same is not None and _numel(ref) == _numel(op.inputs[0])
+                              else self._take(t, bounds))
         if mutated:
+            bounds = self._relu(op, mutated) if info.base in RELU else None
             for ref, t in zip(mutated, tensor_leaves(info.written(args, kwargs)), strict=False):
                 if not has(ref.id):
-                    self._put(ref.id, self._take(t))
+                    self._put(ref.id, self._take(t, bounds))
+
+    def _relu(self, op: Op, results: list[Any]) -> tuple[float, float] | None:
+        """A ReLU's result's min and max from its input's stats, where those are on hand and finite (``RELU``)."""
+        if not self._bounded or len(results) != 1 or not op.inputs:
+            return None
+        src = self.stats.get(op.inputs[0].id)
+        if src is None or src.min is None or src.max is None or not src.finite or src.numel != _numel(results[0]):
+            return None
+        return (src.min if src.min > 0.0 else 0.0, src.max if src.max > 0.0 else 0.0)
 
     def _share(self, waited: list[tuple[Any, list[Any]]]) -> None:
         """Each ``(read, refs)``: ``refs`` a collective returned or wrote (or wrapped), read as ``read`` after their

@@ -61,8 +61,8 @@ def compare_stats(sa: Stats, sb: Stats, rtol: float, atol: float) -> tuple[float
     n = max(sa.numel - sa.nonfinite, 1)
     rms_a, rms_b = (sa.norm or 0.0) / math.sqrt(n), (sb.norm or 0.0) / math.sqrt(n)
     scale = max(rms_a, rms_b, abs(sa.max or 0.0), abs(sb.max or 0.0), abs(sa.min), abs(sb.min))
-    worst = max(abs(sa.min - sb.min), abs((sa.max or 0.0) - (sb.max or 0.0)), abs((sa.mean or 0.0) - (sb.mean or 0.0)),
-                abs(rms_a - rms_b))
+    mean = abs(sa.mean - sb.mean) if sa.mean is not None and sb.mean is not None else 0.0  # (taken on request)
+    worst = max(abs(sa.min - sb.min), abs((sa.max or 0.0) - (sb.max or 0.0)), mean, abs(rms_a - rms_b))
     return (worst / scale if scale else 0.0), worst > atol + rtol * scale
 
 

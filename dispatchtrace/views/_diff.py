@@ -135,7 +135,7 @@ class Diff:
     @property
     def stats_only(self) -> bool:
         """Whether the values were compared through statistics only (no pair through kept tensors): a change
-        that leaves min, max, mean and norm within tolerance is not seen (``report`` says so)."""
+        that leaves min, max and norm (and the mean, where taken) within tolerance is not seen (``report`` says so)."""
         return self.via.get("stats", 0) > 0 and not self.via.get("values", 0)
 
     @property
@@ -275,8 +275,8 @@ def diff(a: Side, b: Side, *, rtol: float = 1e-5, atol: float = 1e-8) -> Diff:
     return Diff(a, b, tuple(calls), tuple(only_a), tuple(only_b), first, rtol, atol, dict(via), la, lb)
 
 
-STATS_ONLY = ("compared through statistics only (min, max, mean, norm): a change that leaves them within tolerance "
-              "(one element scaled by 1.001) is not seen; capture with keep= to compare the values themselves")
+STATS_ONLY = ("compared through statistics only (min, max, norm, the mean where taken): a change that leaves them "
+              "within tolerance (one element scaled by 1.001) is not seen; capture with keep= to compare the values themselves")
 
 
 def departure(d: Diff) -> tuple[str, ...]:

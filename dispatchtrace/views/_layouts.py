@@ -46,7 +46,8 @@ class Full:
 
 def combine(parts: list[Stats]) -> Stats:
     """The stats of a tensor from those of its disjoint shards (their elements together, each counted once;
-    zeros where every shard counted them; no fingerprint: a hash of the whole is no combination of the parts')."""
+    zeros and the mean where every shard has them; no fingerprint: a hash of the whole is no combination of the
+    parts')."""
     finite = [(s, s.numel - s.nonfinite) for s in parts if s.min is not None]
     n = sum(k for _, k in finite)
     return Stats(
@@ -55,7 +56,7 @@ def combine(parts: list[Stats]) -> Stats:
         zeros=None if any(s.zeros is None for s in parts) else sum(s.zeros for s in parts),  # type: ignore[misc]
         min=min((s.min for s, _ in finite), default=None),  # type: ignore[type-var]
         max=max((s.max for s, _ in finite), default=None),  # type: ignore[type-var]
-        mean=sum((s.mean or 0.0) * k for s, k in finite) / n if n else None,
+        mean=sum((s.mean or 0.0) * k for s, k in finite) / n if n and all(s.mean is not None for s, _ in finite) else None,
         norm=math.sqrt(sum((s.norm or 0.0) ** 2 for s, _ in finite)) if finite else None)
 
 

@@ -17,38 +17,43 @@ from dispatchtrace.recording._capture import OpMode
 
 def test_stats_of_counts_and_moments_in_float64() -> None:
     x = torch.tensor([0.0, 1.0, -2.0, float("nan"), float("inf"), float("-inf"), 0.0, 3.0])
-    s = stats_of(x, zeros=True)
+    s = stats_of(x, mean=True, zeros=True)
     assert s is not None and (s.numel, s.nan, s.posinf, s.neginf, s.zeros) == (8, 1, 1, 1, 2)
-    assert stats_of(x) == Stats(8, 1, 1, 1, None, s.min, s.max, s.mean, s.norm)  # zeros: counted on request
+    assert stats_of(x) == Stats(8, 1, 1, 1, None, s.min, s.max, None, s.norm)  # the mean and zeros: on request
     assert (s.min, s.max) == (-2.0, 3.0) and s.mean == pytest.approx(2.0 / 5) and s.norm == pytest.approx(math.sqrt(14))
+    assert stats_of(x[~x.isnan() & ~x.isinf()]).mean is None  # (finite, too)
     big = torch.full((1000,), 3e38, dtype=torch.float32)  # its float32 sum and square would overflow
-    b = stats_of(big)
-    assert b is not None and b.finite and b.mean == pytest.approx(3e38, rel=1e-6)
-    assert b.norm == pytest.approx(3e38 * math.sqrt(1000), rel=1e-6)
-    half = stats_of(torch.tensor([1.5, -0.5], dtype=torch.bfloat16))
+    for b in (stats_of(big), stats_of(big, mean=True)):
+        assert b is not None and b.finite and b.norm == pytest.approx(3e38 * math.sqrt(1000), rel=1e-6)
+    assert stats_of(big, mean=True).mean == pytest.approx(3e38, rel=1e-6)
+    half = stats_of(torch.tensor([1.5, -0.5], dtype=torch.bfloat16), mean=True)
     assert half is not None and (half.min, half.max, half.mean) == (-0.5, 1.5, 0.5)
+    wide = stats_of(torch.full((300,), 1.0 + 2**-7, dtype=torch.bfloat16))  # its norm in float32, not bfloat16
+    assert wide is not None and wide.norm == pytest.approx((1.0 + 2**-7) * math.sqrt(300), rel=1e-6)
 
 
 def test_stats_of_large_tensors_are_accurate() -> None:
-    """Past ``_SMALL`` elements the norm is float32 within blocks of ``_BLOCK`` and float64 across them, the
-    elements past the last whole block included (torch's float32 norm of the whole is off by 1%); the sum is
-    torch's cascaded one."""
-    from dispatchtrace.recording._stats import _BLOCK, _SMALL, _block
+    """Past ``_FLAT`` elements the norm is float32 within blocks of at most ``_BLOCK`` and float64 across them,
+    the elements past the last whole block included (torch's float32 norm of the whole is off by 5e-3 at 8 M);
+    the sum is torch's cascaded one."""
+    from dispatchtrace.recording._stats import _BLOCK, _FLAT, _block
 
     n = next(m for m in range(8 * _BLOCK * _BLOCK + 1, 9 * _BLOCK * _BLOCK, 2) if _block(m) == 0)
-    assert n > _SMALL and n % _BLOCK  # no block size divides it: the elements past the last whole block apart
-    for size in (n, 1000 * 1000):  # (and one that blocks of 1000 divide)
+    assert n > _FLAT and n % _BLOCK  # no block size divides it: the elements past the last whole block apart
+    for size in (n, 1000 * 1000, _FLAT):  # (and one that blocks of 1000 divide, and the largest in one norm)
         x = torch.full((size,), 0.1)
         x[-(size % _BLOCK or 500):] = 7.0  # the tail carries its own value: dropping or double-counting it shows
         exact = x.double().sum().item()
-        s = stats_of(x)
+        s = stats_of(x, mean=True)
         assert s is not None and s.numel == size
         assert abs(s.mean * size - exact) < 1e-6 * exact  # float32 blocks of 0.1: each exact to ~1e-7
         assert s.norm == pytest.approx(x.double().norm().item(), rel=1e-6)
     torch.manual_seed(0)
     y = torch.randn(n) + 1e3  # a large offset: one long float32 running sum would lose the low digits
-    assert abs(stats_of(y).mean * n - y.double().sum().item()) < 1e-7 * y.double().abs().sum().item()
+    assert abs(stats_of(y, mean=True).mean * n - y.double().sum().item()) < 1e-7 * y.double().abs().sum().item()
     assert stats_of(y).norm == pytest.approx(y.double().norm().item(), rel=1e-7)
+    z = torch.randn(_FLAT) + 1e3  # the largest norm taken whole in float32: within 1e-6
+    assert stats_of(z).norm == pytest.approx(z.double().norm().item(), rel=1e-6)
 
 
 def test_stats_of_a_permuted_or_gapped_view_are_those_of_its_elements() -> None:
@@ -57,7 +62,7 @@ def test_stats_of_a_permuted_or_gapped_view_are_those_of_its_elements() -> None:
     w[3, 4] = 0.0
     w[5, 6] = -0.0
     for view in (w.t(), w.view(30, 10, 200).permute(2, 0, 1), w[:, ::3], w.expand(2, 300, 200)[1]):
-        s, ref = stats_of(view, zeros=True), stats_of(view.contiguous(), zeros=True)
+        s, ref = stats_of(view, mean=True, zeros=True), stats_of(view.contiguous(), mean=True, zeros=True)
         assert s is not None and ref is not None
         assert (s.numel, s.zeros, s.min, s.max) == (ref.numel, ref.zeros, ref.min, ref.max)
         assert s.mean == pytest.approx(ref.mean, abs=1e-6) and s.norm == pytest.approx(ref.norm, rel=1e-6)  # (order: float32 blocks)
@@ -80,7 +85,7 @@ def test_a_view_of_the_same_elements_shares_its_source_stats_but_not_a_dtype_vie
 def test_stats_of_ints_bools_empty_and_tensors_without_values() -> None:
     i = stats_of(torch.tensor([3, 0, -4]), zeros=True)
     assert i is not None and (i.min, i.max, i.zeros, i.nan, i.norm) == (-4.0, 3.0, 1, 0, 5.0)
-    b = stats_of(torch.tensor([True, False, True, True]), zeros=True)
+    b = stats_of(torch.tensor([True, False, True, True]), mean=True, zeros=True)
     assert b is not None and (b.mean, b.zeros, b.min, b.max) == (0.75, 1, 0.0, 1.0)
     e = stats_of(torch.ones(0, 3))
     assert e is not None and e.numel == 0 and e.min is None and str(e) == "empty"
@@ -95,7 +100,7 @@ def test_stats_are_those_of_each_result_and_the_reductions_are_no_ops() -> None:
     model, x = CoolCNN(), torch.randn(1, 3, 32, 32)
     seen: list[str] = []
     outer = OpMode(lambda func, args, kwargs, out: seen.append(str(func)))
-    with outer, dt.capture(model, values="stats", stats=("zeros",)) as g:
+    with outer, dt.capture(model, values="stats", stats=("mean", "zeros")) as g:
         out = model(x)
     plain = [str(op.target) for op in g.ops]
     assert g.values == "stats" and len(seen) == len(plain)  # the mode outside saw the model's ops, not the reductions
@@ -196,6 +201,32 @@ def test_zeros_count_negative_zero_and_half_precision() -> None:
         s = stats_of(x.to(dtype), zeros=True)
         assert s is not None and s.zeros == 3, dtype
     relu = torch.relu(torch.randn(10_000, generator=torch.Generator().manual_seed(0)))
-    s = stats_of(relu, zeros=True)
+    s = stats_of(relu, mean=True, zeros=True)
     assert s is not None and s.zeros == int((relu == 0).sum()) and s.min == 0.0
     assert s.mean == pytest.approx(relu.double().mean().item(), rel=1e-6)  # float32 cascade sums: ~1e-7 relative
+
+
+def test_a_relus_range_comes_from_its_input_and_equals_a_full_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``relu`` and ``relu_`` of a finite value whose stats are known take only the norm (``RELU``); the stats are
+    those a full pass gives, for inputs all negative, all positive, mixed, and not finite (then taken in full)."""
+    cases = [torch.tensor([-3.0, -1.0]), torch.tensor([0.5, 2.0]), torch.tensor([-2.0, 0.0, 5.0, -0.0]),
+             torch.tensor([1.0, float("nan"), -float("inf"), 4.0]), torch.tensor([-1.0, float("inf")])]
+    for x in cases:
+        with dt.capture(values="stats") as g:
+            a = x.clone()
+            b = torch.relu(a)
+            a.relu_()
+        relu, relu_ = g.find_ops("aten.relu.default")[0], g.find_ops("aten.relu_.default")[0]
+        for ref, value in ((relu.outputs[0], b), (relu_.mutated[0], a)):
+            got, full = g.stats[ref.id], stats_of(value)
+            assert got == full, (x, got, full)
+    with dt.capture(values="stats", stats="zeros") as z:  # with an extra: the full pass, zeros counted
+        torch.relu(torch.tensor([-1.0, 2.0]).clone())
+    assert z.stats[z.ops[-1].outputs[0].id].zeros == 1
+    ranges: list[int] = []
+    aminmax = torch.aminmax
+    monkeypatch.setattr(torch, "aminmax", lambda *a, **k: ranges.append(1) or aminmax(*a, **k))
+    x = torch.tensor([-1.0, 2.0])
+    with dt.capture(values="stats") as one:
+        torch.relu(x.clone())
+    assert len(one.stats) == 3 and len(ranges) == 1  # x, first read (the clone shares its stats): not the ReLU

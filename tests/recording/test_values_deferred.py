@@ -41,11 +41,13 @@ def _close(a: Stats, b: Stats) -> bool:
         return False
     if a.min is None or b.min is None:
         return a.min is b.min and a.mean is b.mean
-    return (a.min, a.max) == (b.min, b.max) and math.isclose(a.mean, b.mean, rel_tol=1e-5, abs_tol=1e-6) \
-        and math.isclose(a.norm, b.norm, rel_tol=1e-5)  # type: ignore[arg-type]
+    if (a.mean is None) != (b.mean is None):
+        return False
+    mean = a.mean is None or math.isclose(a.mean, b.mean, rel_tol=1e-5, abs_tol=1e-6)  # type: ignore[arg-type]
+    return (a.min, a.max) == (b.min, b.max) and mean and math.isclose(a.norm, b.norm, rel_tol=1e-5)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("options", [{}, {"stats": ("zeros", "fingerprint")}])
+@pytest.mark.parametrize("options", [{}, {"stats": ("mean", "zeros", "fingerprint")}])
 def test_the_deferred_path_reads_the_stats_once_at_the_end_and_equals_the_eager_one(
         monkeypatch: pytest.MonkeyPatch, options: dict[str, object]) -> None:
     eager, during = _step(False, monkeypatch, **options)
@@ -57,15 +59,18 @@ def test_the_deferred_path_reads_the_stats_once_at_the_end_and_equals_the_eager_
     bad = [rid for rid in eager.stats if not _close(eager.stats[rid], deferred.stats[rid])]
     assert not bad, [(eager.stats[r], deferred.stats[r]) for r in bad[:3]]
     assert any(not s.finite for s in deferred.stats.values())
+    assert all((s.mean is not None) == ("mean" in options.get("stats", ()) and s.min is not None)  # type: ignore[operator]
+               for s in deferred.stats.values())
     found, again = eager.first_nonfinite(), deferred.first_nonfinite()
     assert found is not None and again is not None and (found.op.index, found.carried) == (again.op.index, again.carried)
 
 
-def test_stats_options_zeros_and_fingerprint() -> None:
+def test_stats_options_mean_zeros_and_fingerprint() -> None:
     x = torch.tensor([[0.0, -0.0, 1.5], [2.0, 0.0, -1.0]])
-    plain, full = stats_of(x), stats_of(x, zeros=True, fingerprint=True)
+    plain, full = stats_of(x), stats_of(x, mean=True, zeros=True, fingerprint=True)
     assert plain is not None and full is not None
-    assert plain.zeros is None and plain.fingerprint is None and full.zeros == 3
+    assert plain.mean is None and plain.zeros is None and plain.fingerprint is None
+    assert full.zeros == 3 and full.mean == pytest.approx(2.5 / 6)
     assert full.fingerprint == fingerprint_of(x.t().contiguous().t())  # the value's, whatever its layout
     assert full.bitwise_equal(stats_of(x.clone(), fingerprint=True)) is True  # type: ignore[arg-type]
     y = x.clone()
@@ -82,7 +87,11 @@ def test_stats_options_zeros_and_fingerprint() -> None:
     with dt.capture(lin, values="stats", stats=["fingerprint"]) as g:
         lin(x)
     assert all(s.fingerprint is not None and s.zeros is None for s in g.stats.values())
-    with pytest.raises(ValueError, match="'ones' is not one of 'zeros', 'fingerprint'"):
+    with dt.capture(lin, values="stats", stats="mean") as m:
+        lin(x)
+    assert all(s.mean is not None and s.zeros is None for s in m.stats.values())
+    assert "mean" in str(m.stats[m.ops[-1].outputs[0].id]) and "mean" not in str(g.stats[g.ops[-1].outputs[0].id])
+    with pytest.raises(ValueError, match="'ones' is not one of 'mean', 'zeros', 'fingerprint'"):
         dt.capture(lin, values="stats", stats=("ones",))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match='needs|adds to the statistics of values="stats"'):
         dt.capture(lin, stats=("zeros",))

@@ -5,6 +5,7 @@ process group); tests/recording/test_layout_diff.py runs tensor parallelism and 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -18,7 +19,7 @@ from dispatchtrace.views._layouts import combine
 
 
 def stats_of(t: torch.Tensor) -> Stats:
-    with dt.capture(nn.Identity(), values="stats", stats=("zeros",)) as g:
+    with dt.capture(nn.Identity(), values="stats", stats=("mean", "zeros")) as g:
         t.clone()
     return g.stats[g.ops[-1].outputs[0].id]
 
@@ -33,6 +34,8 @@ def test_combined_shards_are_the_whole_tensors_stats() -> None:
     # (each part summed in float32 by torch: the whole and the parts round differently, by about 1e-8)
     assert got.mean == pytest.approx(whole.mean, rel=1e-6) and got.norm == pytest.approx(whole.norm, rel=1e-6)
     assert got.zeros == whole.zeros == 1
+    unmeant = [dataclasses.replace(p, mean=None) if i == 1 else p for i, p in enumerate(parts)]
+    assert combine(unmeant).mean is None and combine(unmeant).norm == got.norm  # a part without it: no mean
 
 
 def run(model: nn.Module, x: torch.Tensor) -> dt.Graph:

@@ -1,7 +1,7 @@
 // stats.js: the capture's values (values="stats"): each op's and call's statistics as text, which items hold
 // a NaN or Inf, and the op that made the first non-finite value (Python's g.first_nonfinite()).
 // A stats row is read through its field names (rows.js; render/_html_stats.py's STATS_TABLES): numel, nan, posinf,
-// neginf, zeros, min, max, mean, norm.
+// neginf, zeros, min, max, mean, norm (zeros and mean null where not taken).
 // reads: DT.Rows
 // defines: DT.Values DT.g4 DT.stat DT.statsText
 "use strict";
@@ -65,12 +65,14 @@ DT.g4 = function (v) {
   return strip(r.toFixed(Math.max(0, 3 - e)));
 };
 
-// Python's str(Stats): "[min, max] mean .. norm .." and the counts that are not zero; "no stats" for none.
+// Python's str(Stats): "[min, max] mean .. norm .." (the mean where it was taken) and the counts that are not
+// zero; "no stats" for none.
 DT.statsText = function (s) {
   s = DT.stat(s);
   if (!s) return "no stats";
   if (s.numel === 0) return "empty";
-  var out = [s.min !== null ? "[" + DT.g4(s.min) + ", " + DT.g4(s.max) + "] mean " + DT.g4(s.mean) + " norm " + DT.g4(s.norm) : "no finite value"];
+  var mean = s.mean === null || s.mean === undefined ? "" : " mean " + DT.g4(s.mean);
+  var out = [s.min !== null ? "[" + DT.g4(s.min) + ", " + DT.g4(s.max) + "]" + mean + " norm " + DT.g4(s.norm) : "no finite value"];
   var counts = { zeros: "zeros", nan: "nan", "+inf": "posinf", "-inf": "neginf" };  // as str(Stats) names them
   Object.keys(counts).forEach(function (word) { if (s[counts[word]]) out.push(word + " " + s[counts[word]]); });
   return out.join(" ");
