@@ -47,7 +47,7 @@ def test_one_device_agrees_with_two_ranks(tmp_path: Path, case: str) -> None:
         sa, sb = d.shown(t.a.outputs[0], t.b.outputs[0])
         assert t.b.outputs[0].shape == (8, 8) and sa is not None and sb is not None  # rank 0's half of [8, 16]
         assert (sb.numel, sb.min, sb.max) == (sa.numel, sa.min, sa.max) == (128, sa.min, sa.max)
-        assert sb.mean is sa.mean is None and sb.norm == pytest.approx(sa.norm, rel=1e-9)  # (the mean: on request)
+        assert sb.mean is sa.mean is None and sb.norm == pytest.approx(sa.norm, rel=1e-6)  # (float32 norms; the mean: on request)
     else:  # FSDP2's all-gathers and copies
         assert layout["c10d._allgather_base_.default"] == 2
     text = str(d)
