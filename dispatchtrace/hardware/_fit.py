@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ._describe import _si
 from ._efficiency import Efficiency
+from ._fresh import FreshOutput
 from ._spec import DeviceSpec
 
 COMPUTE = ("matmul", "convolution", "attention")
@@ -17,10 +18,16 @@ COMPUTE = ("matmul", "convolution", "attention")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
-    """One measured kernel: ``seconds`` per call (the median of the repeats, as the clock saw it: on the CPU
+    """One measured kernel: ``seconds`` per call (the least of the repeats, as the clock saw it: on the CPU
     with the per-op overhead in it, on CUDA the kernel alone); ``size`` is its FLOPs for the compute classes
     (``COMPUTE``), else the bytes it reads and writes; ``step`` the rung of the size ladder it was run at
-    (the memory-bound kernels of one class at one rung make one point of the class's curve)."""
+    (the memory-bound kernels of one class at one rung make one point of the class's curve); ``shape`` the
+    compute kernel's value on the shape axis (a matmul's smallest dimension, a convolution's output
+    positions).
+
+    Two classes time new outputs: ``"fresh"`` (``add`` into a new tensor) and ``"written"`` (the same ``add``
+    into one written before); ``size`` is then the output's bytes, and the pair at one step is one point of
+    ``DeviceSpec.fresh_output``."""
 
     kernel: str
     op_class: str
@@ -28,6 +35,7 @@ class Sample:
     size: float
     seconds: float
     step: int = 0
+    shape: float | None = None
 
     def __str__(self) -> str:
         unit = "FLOP/s" if self.op_class in COMPUTE else "B/s"
@@ -54,6 +62,8 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     (200000000000.0, 10000000000.0, ((2000000.0, 0.5), (2000000000.0, 1.0)))
     """
 
+    fresh = _fresh(samples)
+
     def busy(s: Sample) -> float:
         return max(s.seconds - included, 0.05 * s.seconds)
 
@@ -63,12 +73,20 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
 
     peaks = {dtype: best([s for s in samples if s.op_class == "matmul" and s.dtype == dtype])
              for dtype in dict.fromkeys(s.dtype for s in samples if s.op_class == "matmul")}
-    bandwidth = best([s for s in samples if s.op_class not in COMPUTE])
+    bandwidth = best([s for s in samples if s.op_class not in (*COMPUTE, "fresh", "written")])
     compute: dict[str, Efficiency] = {}
     for op_class in COMPUTE:
         mine = [s for s in samples if s.op_class == op_class and s.dtype == primary]
         if mine:
-            compute[op_class] = _curve([(s.size, s.size / busy(s) / peaks[primary], s.step) for s in mine])
+            fractions = [(s.size, s.size / busy(s) / peaks[primary], s.step) for s in mine]
+            rows: dict[float, list[tuple[float, float, int]]] = {}
+            for s, point in zip(mine, fractions, strict=True):
+                if s.shape is not None:
+                    rows.setdefault(s.shape, []).append(point)
+            # a shape's row needs two sizes at least: one point alone says nothing of how that shape grows
+            by_shape = tuple((shape, _curve(row).points) for shape, row in sorted(rows.items())
+                             if len({step for _, _, step in row}) >= 2)
+            compute[op_class] = Efficiency(points=_curve(fractions).points, by_shape=by_shape)
     compute["other"] = compute["matmul"]
     memory_curves: dict[str, Efficiency] = {}
     for op_class in ("elementwise", "copy", "reduction", "pooling"):
@@ -81,8 +99,22 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     sources = {field: source for field in ("peak_flops", "memory_bandwidth", "launch_overhead", "compute_efficiency",
                                            "memory_efficiency", "memory")}
     sources.update(details or {})
+    if fresh is None:
+        sources.pop("fresh_output", None)
+    else:
+        sources.setdefault("fresh_output", source)
     return DeviceSpec(name=name, title=title, peak_flops=peaks, memory_bandwidth=bandwidth, launch_overhead=overhead,
-                      compute_efficiency=compute, memory_efficiency=memory_curves, memory=memory, sources=sources)
+                      compute_efficiency=compute, memory_efficiency=memory_curves, fresh_output=fresh, memory=memory,
+                      sources=sources)
+
+
+def _fresh(samples: Sequence[Sample]) -> FreshOutput | None:
+    """Seconds per byte of a new output by its size: at each step, ``add`` into a new tensor less ``add`` into one
+    written before, over the output's bytes (at least 0: below the allocator's threshold the two are one kernel)."""
+    written = {s.step: s for s in samples if s.op_class == "written"}
+    points = sorted((s.size, float(f"{max(s.seconds - written[s.step].seconds, 0.0) / s.size:.4g}"))
+                    for s in samples if s.op_class == "fresh" and s.step in written)
+    return FreshOutput(points=tuple(points)) if points else None
 
 
 def _curve(points: Sequence[tuple[float, float, int]]) -> Efficiency:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ._efficiency import OP_CLASSES, Efficiency
+from ._fresh import FreshOutput
 from ._link import Link
 
 #: dtype names a spec's ``peak_flops`` may hold: torch's spelling without ``torch.``, plus ``tfloat32`` (the
@@ -57,6 +58,7 @@ class DeviceSpec:
     launch_overhead: float
     compute_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
     memory_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
+    fresh_output: FreshOutput | None = None
     memory: float | None = None
     intra_node: Link | None = None
     inter_node: Link | None = None
@@ -89,6 +91,8 @@ class DeviceSpec:
                 if not isinstance(curve, Efficiency):
                     raise SpecError(f"{name}[{key!r}] takes an Efficiency, not {type(curve).__name__}")
             object.__setattr__(self, name, MappingProxyType(dict(curves)))
+        if self.fresh_output is not None and not isinstance(self.fresh_output, FreshOutput):
+            raise SpecError(f"fresh_output takes a FreshOutput (or None), not {type(self.fresh_output).__name__}")
         for name in ("intra_node", "inter_node"):
             link = getattr(self, name)
             if link is not None and not isinstance(link, Link):
@@ -135,14 +139,22 @@ class DeviceSpec:
             rate = max(rates) if rates else None
         return rate
 
-    def efficiency(self, op_class: str, *, flops: float | None, nbytes: float | None) -> tuple[float, float]:
+    def efficiency(self, op_class: str, *, flops: float | None, nbytes: float | None,
+                   shape: float | None = None) -> tuple[float, float]:
         """``(compute, memory)``: the fractions of the peak and of the bandwidth an op of ``op_class`` with
-        ``flops`` FLOPs and ``nbytes`` bytes moved reaches (1.0 where the size is ``None`` or no curve applies)."""
+        ``flops`` FLOPs and ``nbytes`` bytes moved reaches (1.0 where the size is ``None`` or no curve applies);
+        ``shape`` (a matmul's smallest GEMM dimension, a convolution's output positions) picks the rows of a
+        curve with a shape axis (``Efficiency.by_shape``)."""
         if op_class not in OP_CLASSES:
             raise SpecError(f"an op class is one of {', '.join(OP_CLASSES)}, not {op_class!r}"
                             f"{_did_you_mean(str(op_class), OP_CLASSES)}")
-        return (_fraction(self.compute_efficiency, op_class, flops),
-                _fraction(self.memory_efficiency, op_class, nbytes))
+        return (_fraction(self.compute_efficiency, op_class, flops, shape),
+                _fraction(self.memory_efficiency, op_class, nbytes, shape))
+
+    def fresh_seconds(self, nbytes: float) -> float:
+        """Seconds an output of ``nbytes`` allocated anew costs beyond its bytes moved (0.0 without
+        ``fresh_output``)."""
+        return 0.0 if self.fresh_output is None else self.fresh_output.seconds(nbytes)
 
     # -- JSON ------------------------------------------------------------------------------------------
 
@@ -283,6 +295,6 @@ def _positive(value: object, name: str, takes: str, *, zero: bool = False) -> No
         raise SpecError(f"{name} takes {takes}, not {value!r}")
 
 
-def _fraction(curves: Mapping[str, Efficiency], op_class: str, size: float | None) -> float:
+def _fraction(curves: Mapping[str, Efficiency], op_class: str, size: float | None, shape: float | None) -> float:
     curve = curves.get(op_class) or curves.get("other")
-    return 1.0 if curve is None or size is None else curve.at(size)
+    return 1.0 if curve is None or size is None else curve.at(size, shape)

@@ -1,7 +1,8 @@
 """``g.estimate(spec)``: how long each op and call would take on a device, by a roofline with efficiency curves.
 
-Each op costs ``max(flops / (peak(dtype) · compute_eff), bytes / (bandwidth · memory_eff)) + launch_overhead``
-(the efficiencies from the spec's curve for the op's class and size, ``views/_kernels.py``); views and
+Each op costs ``max(flops / (peak(dtype) · compute_eff), bytes / (bandwidth · memory_eff)) + fresh + launch_overhead``
+(the efficiencies from the spec's curve for the op's class, size and shape, ``views/_kernels.py``; ``fresh`` what
+its new outputs cost beyond their bytes, ``DeviceSpec.fresh_output``, on a CPU past the mmap threshold); views and
 allocations cost nothing. An SDPA call the capture ran as the math path is charged as one flash kernel
 forward and one backward (``views/_attention.py``); a ``_foreach_*`` op is one launch over all its
 tensors. An op with no FLOP formula whose class is not known to be memory-bound is charged its bytes
@@ -288,17 +289,18 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
     bandwidth = device.memory_bandwidth
     cache: dict[Any, tuple[float, Bound, float]] = {}
 
-    def charge(cls: str, dtype: str, flops: int | None, moved: int) -> tuple[float, Bound, float]:
-        key = (cls, dtype, flops, moved)
+    def charge(cls: str, dtype: str, flops: int | None, moved: int, shape: int | None = None,
+               fresh: tuple[int, ...] = ()) -> tuple[float, Bound, float]:
+        key = (cls, dtype, flops, moved, shape, fresh)
         hit = cache.get(key)
         if hit is not None:
             return hit
-        ce, me = device.efficiency(cls, flops=flops, nbytes=moved)
+        ce, me = device.efficiency(cls, flops=flops, nbytes=moved, shape=shape)
         peak = device.peak(dtype) or device.peak("float32")
         compute = flops / peak if flops and peak else 0.0
         memory = moved / bandwidth if moved else 0.0
         c, m = (compute / ce if ce > 0 else compute), (memory / me if me > 0 else memory)
-        busy = max(c, m)
+        busy = max(c, m) + sum(device.fresh_seconds(b) for b in fresh)
         bound: Bound = "overhead" if launch > busy else "compute" if c >= m else "memory"
         hit = cache[key] = (busy + launch, bound, max(compute, memory))
         return hit
@@ -334,7 +336,7 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
             continue
         if work.flops is None and work.cls in ("other", "matmul", "convolution", "attention"):
             unsure.append(op)
-        times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes)
+        times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes, work.shape, work.fresh)
 
     found = collectives(graph)  # read once: priced, then scheduled
     priced = price_collectives(graph, cluster, found)
