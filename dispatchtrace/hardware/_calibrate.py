@@ -193,11 +193,15 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     yield from _memory_bound(clock, plan)
 
 
+ONLY_OWN = frozenset({"tanh", "exp", "bernoulli_"})
+"""Kernels calibrate times for their own curve (``DeviceSpec.kernel_efficiency``) only, not their class's."""
+
+
 def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
     dev = clock.device
     for log2 in range(8, plan.largest + 1, 2):
         n = 2**log2
-        x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+        x, y, z = torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)
         cols = 256 if n >= 2**16 else 64
         rows = n // cols
         m = x.view(rows, cols)
@@ -206,26 +210,33 @@ def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
         img = torch.randn(1, 64, side, side, device=dev)
         chans = torch.ones(64, device=dev)
         nb = 4 * n
-        kernels: list[tuple[str, str, float, Callable[[], Any]]] = [
-            ("add", "elementwise", 3 * nb, partial(aten.add.Tensor, x, y)),
-            ("relu", "elementwise", 2 * nb, partial(aten.relu.default, x)),
-            ("gelu", "elementwise", 2 * nb, partial(aten.gelu.default, x)),
-            ("clone", "copy", 2 * nb, partial(aten.clone.default, x)),
-            ("cat", "copy", 4 * nb, partial(aten.cat.default, [x, y])),
-            ("sum(dim=-1)", "reduction", nb + 4 * rows, partial(aten.sum.dim_IntList, m, [-1])),
-            ("softmax", "reduction", 2 * nb, partial(aten._softmax.default, m, -1, False)),
-            ("layer_norm", "reduction", 2 * nb, partial(aten.native_layer_norm.default, m, [cols], ones, zeros, 1e-5)),
-            ("batch_norm (eval)", "reduction", 2 * 4 * img.numel(),
+        # (what the log says, the ATen kernel, its class, bytes read and written, the call); the class's curve is
+        # the median of its kernels; ``ONLY_OWN`` ones make their own curve alone (compute-bound on a CPU: tanh,
+        # exp and random numbers run at a few GB/s, far below add's, and would drag the class's curve down)
+        kernels: list[tuple[str, str, str, float, Callable[[], Any]]] = [
+            ("add", "add", "elementwise", 3 * nb, partial(aten.add.Tensor, x, y)),
+            ("relu", "relu", "elementwise", 2 * nb, partial(aten.relu.default, x)),
+            ("gelu", "gelu", "elementwise", 2 * nb, partial(aten.gelu.default, x)),
+            ("tanh", "tanh", "elementwise", 2 * nb, partial(aten.tanh.default, x)),
+            ("exp", "exp", "elementwise", 2 * nb, partial(aten.exp.default, x)),
+            ("bernoulli_", "bernoulli_", "elementwise", 2 * nb, partial(aten.bernoulli_.float, z, 0.9)),
+            ("clone", "clone", "copy", 2 * nb, partial(aten.clone.default, x)),
+            ("cat", "cat", "copy", 4 * nb, partial(aten.cat.default, [x, y])),
+            ("sum(dim=-1)", "sum", "reduction", nb + 4 * rows, partial(aten.sum.dim_IntList, m, [-1])),
+            ("softmax", "_softmax", "reduction", 2 * nb, partial(aten._softmax.default, m, -1, False)),
+            ("layer_norm", "native_layer_norm", "reduction", 2 * nb,
+             partial(aten.native_layer_norm.default, m, [cols], ones, zeros, 1e-5)),
+            ("batch_norm (eval)", "_native_batch_norm_legit_no_training", "reduction", 2 * 4 * img.numel(),
              partial(aten._native_batch_norm_legit_no_training.default, img, chans, chans, chans, chans, 0.1, 1e-5)),
-            ("max_pool2d 3x3/2", "pooling", 4 * img.numel() + (4 + 8) * img.numel() / 4,
+            ("max_pool2d 3x3/2", "max_pool2d_with_indices", "pooling", 4 * img.numel() + (4 + 8) * img.numel() / 4,
              partial(aten.max_pool2d_with_indices.default, img, [3, 3], [2, 2], [1, 1])),
-            ("avg_pool2d 3x3/2", "pooling", 4 * img.numel() * (1 + 1 / 4),
+            ("avg_pool2d 3x3/2", "avg_pool2d", "pooling", 4 * img.numel() * (1 + 1 / 4),
              partial(aten.avg_pool2d.default, img, [3, 3], [2, 2], [1, 1])),
         ]
-        for kernel, op_class, nbytes, fn in kernels:
+        for kernel, name, op_class, nbytes, fn in kernels:
             s = _measure(clock, plan, fn)
             yield Sample(kernel=f"{kernel} float32 {_elements(n)}", op_class=op_class, dtype="float32", size=nbytes,
-                         seconds=s, step=log2)
+                         seconds=s, step=log2, aten=name, typical=name not in ONLY_OWN)
     for log2 in plan.fresh:  # the same add into a new output and into one written before: the difference is the pages
         n = 2**log2
         x, y, z = torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)

@@ -41,6 +41,9 @@ def describe(spec: DeviceSpec) -> str:
                 if c in curves:
                     lines.append(f"  {c:<13} {_curve(curves[c].points, unit)}")
                     lines += [f"    at {_shape(c)} {shape:<6g} {_curve(row, unit)}" for shape, row in curves[c].by_shape]
+    if spec.kernel_efficiency:
+        lines += ["", "kernel efficiency (by bytes moved)"]
+        lines += [f"  {k:<13} {_curve(c.points, 'B')}" for k, c in spec.kernel_efficiency.items()]
     if spec.fresh_output is not None:
         lines += ["", "fresh outputs (seconds per byte beyond the bytes moved, by output size)",
                   "  " + "  ".join(f"{_si(size)}B {rate * 1e9:.3g} ns/B" for size, rate in spec.fresh_output.points)]

@@ -23,7 +23,9 @@ class Sample:
     (``COMPUTE``), else the bytes it reads and writes; ``step`` the rung of the size ladder it was run at
     (the memory-bound kernels of one class at one rung make one point of the class's curve); ``shape`` the
     compute kernel's value on the shape axis (a matmul's smallest dimension, a convolution's output
-    positions).
+    positions); ``aten`` the ATen kernel's name (``"gelu"``): a memory-bound kernel's samples make its own curve in
+    ``DeviceSpec.kernel_efficiency``; ``typical`` whether they also count in the class's curve (a kernel timed
+    for its own curve only, as ``tanh``, is not).
 
     Two classes time new outputs: ``"fresh"`` (``add`` into a new tensor) and ``"written"`` (the same ``add``
     into one written before); ``size`` is then the output's bytes, and the pair at one step is one point of
@@ -36,6 +38,8 @@ class Sample:
     seconds: float
     step: int = 0
     shape: float | None = None
+    aten: str = ""
+    typical: bool = True
 
     def __str__(self) -> str:
         unit = "FLOP/s" if self.op_class in COMPUTE else "B/s"
@@ -73,7 +77,7 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
 
     peaks = {dtype: best([s for s in samples if s.op_class == "matmul" and s.dtype == dtype])
              for dtype in dict.fromkeys(s.dtype for s in samples if s.op_class == "matmul")}
-    bandwidth = best([s for s in samples if s.op_class not in (*COMPUTE, "fresh", "written")])
+    bandwidth = best([s for s in samples if s.op_class not in (*COMPUTE, "fresh", "written") and s.typical])
     compute: dict[str, Efficiency] = {}
     for op_class in COMPUTE:
         mine = [s for s in samples if s.op_class == op_class and s.dtype == primary]
@@ -90,10 +94,14 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     compute["other"] = compute["matmul"]
     memory_curves: dict[str, Efficiency] = {}
     for op_class in ("elementwise", "copy", "reduction", "pooling"):
-        mine = [s for s in samples if s.op_class == op_class]
+        mine = [s for s in samples if s.op_class == op_class and s.typical]
         if mine:
             memory_curves[op_class] = _curve([(s.size, s.size / busy(s) / bandwidth, s.step) for s in mine])
     memory_curves["other"] = memory_curves["elementwise"]
+    kernels: dict[str, Efficiency] = {}
+    for aten in dict.fromkeys(s.aten for s in samples if s.aten and s.op_class not in (*COMPUTE, "fresh", "written")):
+        mine = [s for s in samples if s.aten == aten]
+        kernels[aten] = _curve([(s.size, s.size / busy(s) / bandwidth, s.step) for s in mine])
     for op_class in COMPUTE:  # their compute curves hold all that slows them: the bandwidth side is the roofline
         memory_curves[op_class] = Efficiency.flat(1.0)
     sources = {field: source for field in ("peak_flops", "memory_bandwidth", "launch_overhead", "compute_efficiency",
@@ -104,7 +112,8 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     else:
         sources.setdefault("fresh_output", source)
     return DeviceSpec(name=name, title=title, peak_flops=peaks, memory_bandwidth=bandwidth, launch_overhead=overhead,
-                      compute_efficiency=compute, memory_efficiency=memory_curves, fresh_output=fresh, memory=memory,
+                      compute_efficiency=compute, memory_efficiency=memory_curves, kernel_efficiency=kernels,
+                      fresh_output=fresh, memory=memory,
                       sources=sources)
 
 

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 FORMAT = "dispatchtrace-devicespec"
 VERSION = 2
 READS = (1, 2)
-"""The versions this dispatchtrace reads: 1 (curves by size only, no ``fresh_output``) and 2."""
+"""The versions this dispatchtrace reads: 1 (curves by size only, no ``kernel_efficiency`` nor ``fresh_output``)
+and 2."""
 _REQUIRED = ("name", "peak_flops", "memory_bandwidth", "launch_overhead")
 _FIELDS = ("format", "version", "name", "title", "peak_flops", "memory_bandwidth", "launch_overhead",
-           "compute_efficiency", "memory_efficiency", "fresh_output", "memory", "intra_node", "inter_node", "ranks_per_node", "sources")
+           "compute_efficiency", "memory_efficiency", "kernel_efficiency", "fresh_output", "memory", "intra_node", "inter_node", "ranks_per_node", "sources")
 _LINK_FIELDS = ("name", "bandwidth", "latency", "source")
 
 
@@ -38,6 +39,7 @@ def to_dict(spec: DeviceSpec) -> dict[str, Any]:
         "launch_overhead": spec.launch_overhead,
         "compute_efficiency": {k: _curve_json(c) for k, c in spec.compute_efficiency.items()},
         "memory_efficiency": {k: _curve_json(c) for k, c in spec.memory_efficiency.items()},
+        "kernel_efficiency": {k: _curve_json(c) for k, c in spec.kernel_efficiency.items()},
         "fresh_output": None if spec.fresh_output is None else [list(p) for p in spec.fresh_output.points],
         "memory": spec.memory,
         "intra_node": _link_dict(spec.intra_node),
@@ -67,7 +69,7 @@ def from_dict(data: object, where: str) -> DeviceSpec:
                         f"({', '.join(map(str, READS))}); upgrade dispatchtrace or save the spec again")
     try:
         fields = {k: v for k, v in data.items() if k not in ("format", "version")}
-        for name in ("compute_efficiency", "memory_efficiency"):
+        for name in ("compute_efficiency", "memory_efficiency", "kernel_efficiency"):
             if name in fields:
                 fields[name] = _curves(fields[name], name)
         if fields.get("fresh_output") is not None:

@@ -58,6 +58,7 @@ class DeviceSpec:
     launch_overhead: float
     compute_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
     memory_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
+    kernel_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
     fresh_output: FreshOutput | None = None
     memory: float | None = None
     intra_node: Link | None = None
@@ -91,6 +92,12 @@ class DeviceSpec:
                 if not isinstance(curve, Efficiency):
                     raise SpecError(f"{name}[{key!r}] takes an Efficiency, not {type(curve).__name__}")
             object.__setattr__(self, name, MappingProxyType(dict(curves)))
+        kernels = _mapping(self.kernel_efficiency, "kernel_efficiency")
+        for key, curve in kernels.items():
+            if not key or not isinstance(curve, Efficiency):
+                raise SpecError(f"kernel_efficiency takes ATen kernel names ('gelu') to an Efficiency, not {key!r}: "
+                                f"{type(curve).__name__}")
+        object.__setattr__(self, "kernel_efficiency", MappingProxyType(dict(kernels)))
         if self.fresh_output is not None and not isinstance(self.fresh_output, FreshOutput):
             raise SpecError(f"fresh_output takes a FreshOutput (or None), not {type(self.fresh_output).__name__}")
         for name in ("intra_node", "inter_node"):
@@ -140,16 +147,19 @@ class DeviceSpec:
         return rate
 
     def efficiency(self, op_class: str, *, flops: float | None, nbytes: float | None,
-                   shape: float | None = None) -> tuple[float, float]:
+                   shape: float | None = None, kernel: str | None = None) -> tuple[float, float]:
         """``(compute, memory)``: the fractions of the peak and of the bandwidth an op of ``op_class`` with
         ``flops`` FLOPs and ``nbytes`` bytes moved reaches (1.0 where the size is ``None`` or no curve applies);
         ``shape`` (a matmul's smallest GEMM dimension, a convolution's output positions) picks the rows of a
-        curve with a shape axis (``Efficiency.by_shape``)."""
+        curve with a shape axis (``Efficiency.by_shape``); ``kernel`` (the ATen name, ``"gelu"``) reads the
+        kernel's own memory curve where the spec has one."""
         if op_class not in OP_CLASSES:
             raise SpecError(f"an op class is one of {', '.join(OP_CLASSES)}, not {op_class!r}"
                             f"{_did_you_mean(str(op_class), OP_CLASSES)}")
-        return (_fraction(self.compute_efficiency, op_class, flops, shape),
-                _fraction(self.memory_efficiency, op_class, nbytes, shape))
+        own = self.kernel_efficiency.get(kernel) if kernel is not None else None
+        memory = (own.at(nbytes) if nbytes is not None else 1.0) if own is not None else \
+            _fraction(self.memory_efficiency, op_class, nbytes, shape)
+        return _fraction(self.compute_efficiency, op_class, flops, shape), memory
 
     def fresh_seconds(self, nbytes: float) -> float:
         """Seconds an output of ``nbytes`` allocated anew costs beyond its bytes moved (0.0 without

@@ -1,7 +1,8 @@
 """``g.estimate(spec)``: how long each op and call would take on a device, by a roofline with efficiency curves.
 
 Each op costs ``max(flops / (peak(dtype) · compute_eff), bytes / (bandwidth · memory_eff)) + fresh + launch_overhead``
-(the efficiencies from the spec's curve for the op's class, size and shape, ``views/_kernels.py``; ``fresh`` what
+(the efficiencies from the spec's curve for the op's class, size and shape, or its kernel's own where the spec
+has one, ``views/_kernels.py``; ``fresh`` what
 its new outputs cost beyond their bytes, ``DeviceSpec.fresh_output``, on a CPU past the mmap threshold); views and
 allocations cost nothing. An SDPA call the capture ran as the math path is charged as one flash kernel
 forward and one backward (``views/_attention.py``); a ``_foreach_*`` op is one launch over all its
@@ -33,7 +34,7 @@ from ._costs import costs
 from ._estimate_comms import Cluster, cluster_of, price_collectives, schedule_seconds
 from ._estimate_metrics import show_estimate
 from ._estimate_text import estimate_text
-from ._kernels import Bytes, op_work
+from ._kernels import Bytes, kernel_name, op_work
 from ._timeline import Timeline, timeline
 
 if TYPE_CHECKING:
@@ -289,13 +290,16 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
     bandwidth = device.memory_bandwidth
     cache: dict[Any, tuple[float, Bound, float]] = {}
 
+    own = device.kernel_efficiency
+
     def charge(cls: str, dtype: str, flops: int | None, moved: int, shape: int | None = None,
-               fresh: tuple[int, ...] = ()) -> tuple[float, Bound, float]:
-        key = (cls, dtype, flops, moved, shape, fresh)
+               fresh: tuple[int, ...] = (), kernel: str | None = None) -> tuple[float, Bound, float]:
+        kernel = kernel if kernel in own else None
+        key = (cls, dtype, flops, moved, shape, fresh, kernel)
         hit = cache.get(key)
         if hit is not None:
             return hit
-        ce, me = device.efficiency(cls, flops=flops, nbytes=moved, shape=shape)
+        ce, me = device.efficiency(cls, flops=flops, nbytes=moved, shape=shape, kernel=kernel)
         peak = device.peak(dtype) or device.peak("float32")
         compute = flops / peak if flops and peak else 0.0
         memory = moved / bandwidth if moved else 0.0
@@ -336,7 +340,8 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
             continue
         if work.flops is None and work.cls in ("other", "matmul", "convolution", "attention"):
             unsure.append(op)
-        times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes, work.shape, work.fresh)
+        times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes, work.shape, work.fresh,
+                                              kernel_name(op.target))
 
     found = collectives(graph)  # read once: priced, then scheduled
     priced = price_collectives(graph, cluster, found)

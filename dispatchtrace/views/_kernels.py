@@ -78,6 +78,16 @@ def _name(target: str) -> str:
     return target.partition(".")[2].partition(".")[0]
 
 
+def kernel_name(target: str) -> str | None:
+    """The name ``DeviceSpec.kernel_efficiency`` keys an ATen op's curve by (``gelu`` of ``aten.gelu.default``);
+    ``None`` for an op outside ``aten``.
+
+    >>> kernel_name("aten.max_pool2d_with_indices.default"), kernel_name("mylib.op.default")
+    ('max_pool2d_with_indices', None)
+    """
+    return _name(target) if target.startswith("aten.") else None
+
+
 @lru_cache(maxsize=4096)
 def work_class(target: str) -> str:
     """The op class of an ATen target (``hardware.OP_CLASSES``), or ``"free"`` for an allocation."""
