@@ -237,11 +237,17 @@ def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
             s = _measure(clock, plan, fn)
             yield Sample(kernel=f"{kernel} float32 {_elements(n)}", op_class=op_class, dtype="float32", size=nbytes,
                          seconds=s, step=log2, aten=name, typical=name not in ONLY_OWN)
+    if plan.fresh:
+        # glibc raises its mmap threshold to the size of each mmapped block freed, up to 32 MB: a process that has
+        # run a model has freed large tensors, so smaller outputs reuse the heap. One such block freed first puts
+        # calibrate in that steady state, whatever ran before it in this process.
+        torch.empty(2**23 - 2**12, device=dev)  # 16 kB under 32 MB, freed at once
+    steady = Plan(max(plan.repeat, 3), plan.target, plan.cap, plan.largest, plan.matmul)  # the first calls grow the heap
     for log2 in plan.fresh:  # the same add into a new output and into one written before: the difference is the pages
         n = 2**log2
         x, y, z = torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)
         for op_class, fn in (("fresh", partial(aten.add.Tensor, x, y)), ("written", partial(aten.add.out, x, y, out=z))):
-            s = _measure(clock, plan, fn)
+            s = _measure(clock, steady, fn)
             what = "into a new output" if op_class == "fresh" else "into a written output"
             yield Sample(kernel=f"add {what} float32 {_elements(n)}", op_class=op_class, dtype="float32", size=4 * n,
                          seconds=s, step=log2)
