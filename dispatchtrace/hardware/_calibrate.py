@@ -143,9 +143,22 @@ def calibrate(device: str | torch.device | None = None, *, threads: int | None =
     if plan.fresh:
         details["fresh_output"] = (f"{source}: aten.add into a new tensor less aten.add into one written before, per "
                                    "byte of output")
+    fused = _dropout_fused(dev)
+    details["attention_dropout_fused"] = f"{source}: torch's SDPA backend choice for a training call with dropout"
     return fit(samples, name=name or f"{host}-{dev.type}", title=_title(dev, threads), overhead=overhead,
                included=0.0 if dev.type == "cuda" else overhead, memory=_memory(dev), primary=primary, source=source,
-               details=details)
+               details=details, attention_dropout_fused=fused)
+
+
+def _dropout_fused(dev: torch.device) -> bool:
+    """Whether torch runs ``scaled_dot_product_attention`` with dropout, in training, as a fused kernel on ``dev``
+    (its backend choice, ``torch._fused_sdp_choice``: 0 is the math path); True where torch cannot say."""
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    q = torch.zeros(1, 8, 128, 64, device=dev, dtype=dtype, requires_grad=True)
+    try:
+        return int(torch._fused_sdp_choice(q, q, q, None, 0.1, True)) != 0
+    except (AttributeError, RuntimeError, TypeError):
+        return True
 
 
 def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:

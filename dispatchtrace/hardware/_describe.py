@@ -41,6 +41,8 @@ def describe(spec: DeviceSpec) -> str:
                 if c in curves:
                     lines.append(f"  {c:<13} {_curve(curves[c].points, unit)}")
                     lines += [f"    at {_shape(c)} {shape:<6g} {_curve(row, unit)}" for shape, row in curves[c].by_shape]
+    if not spec.attention_dropout_fused:
+        lines.append(f"{'attention':<15} SDPA with dropout runs unfused (the math path, charged op by op)")
     if spec.kernel_efficiency:
         lines += ["", "kernel efficiency (by bytes moved)"]
         lines += [f"  {k:<13} {_curve(c.points, 'B')}" for k, c in spec.kernel_efficiency.items()]

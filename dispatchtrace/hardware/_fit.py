@@ -47,7 +47,8 @@ class Sample:
 
 
 def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, memory: float | None, primary: str,
-        source: str, included: float = 0.0, details: Mapping[str, str] | None = None) -> DeviceSpec:
+        source: str, included: float = 0.0, details: Mapping[str, str] | None = None,
+        attention_dropout_fused: bool = True) -> DeviceSpec:
     """The spec the samples describe, for an estimate that charges ``busy / efficiency + overhead``.
 
     A sample's busy time is its seconds less ``included`` (the overhead inside the clock's reading: the
@@ -113,7 +114,7 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
         sources.setdefault("fresh_output", source)
     return DeviceSpec(name=name, title=title, peak_flops=peaks, memory_bandwidth=bandwidth, launch_overhead=overhead,
                       compute_efficiency=compute, memory_efficiency=memory_curves, kernel_efficiency=kernels,
-                      fresh_output=fresh, memory=memory,
+                      fresh_output=fresh, attention_dropout_fused=attention_dropout_fused, memory=memory,
                       sources=sources)
 
 

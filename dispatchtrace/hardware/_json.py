@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 FORMAT = "dispatchtrace-devicespec"
 VERSION = 2
 READS = (1, 2)
-"""The versions this dispatchtrace reads: 1 (curves by size only, no ``kernel_efficiency`` nor ``fresh_output``)
-and 2."""
+"""The versions this dispatchtrace reads: 1 (curves by size only; no ``kernel_efficiency``, ``fresh_output`` nor
+``attention_dropout_fused``) and 2."""
 _REQUIRED = ("name", "peak_flops", "memory_bandwidth", "launch_overhead")
 _FIELDS = ("format", "version", "name", "title", "peak_flops", "memory_bandwidth", "launch_overhead",
-           "compute_efficiency", "memory_efficiency", "kernel_efficiency", "fresh_output", "memory", "intra_node", "inter_node", "ranks_per_node", "sources")
+           "compute_efficiency", "memory_efficiency", "kernel_efficiency", "fresh_output", "attention_dropout_fused", "memory", "intra_node", "inter_node", "ranks_per_node", "sources")
 _LINK_FIELDS = ("name", "bandwidth", "latency", "source")
 
 
@@ -41,6 +41,7 @@ def to_dict(spec: DeviceSpec) -> dict[str, Any]:
         "memory_efficiency": {k: _curve_json(c) for k, c in spec.memory_efficiency.items()},
         "kernel_efficiency": {k: _curve_json(c) for k, c in spec.kernel_efficiency.items()},
         "fresh_output": None if spec.fresh_output is None else [list(p) for p in spec.fresh_output.points],
+        "attention_dropout_fused": spec.attention_dropout_fused,
         "memory": spec.memory,
         "intra_node": _link_dict(spec.intra_node),
         "inter_node": _link_dict(spec.inter_node),

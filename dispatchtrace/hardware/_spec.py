@@ -60,6 +60,7 @@ class DeviceSpec:
     memory_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
     kernel_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
     fresh_output: FreshOutput | None = None
+    attention_dropout_fused: bool = True
     memory: float | None = None
     intra_node: Link | None = None
     inter_node: Link | None = None
@@ -98,6 +99,8 @@ class DeviceSpec:
                 raise SpecError(f"kernel_efficiency takes ATen kernel names ('gelu') to an Efficiency, not {key!r}: "
                                 f"{type(curve).__name__}")
         object.__setattr__(self, "kernel_efficiency", MappingProxyType(dict(kernels)))
+        if not isinstance(self.attention_dropout_fused, bool):
+            raise SpecError(f"attention_dropout_fused takes true or false, not {self.attention_dropout_fused!r}")
         if self.fresh_output is not None and not isinstance(self.fresh_output, FreshOutput):
             raise SpecError(f"fresh_output takes a FreshOutput (or None), not {type(self.fresh_output).__name__}")
         for name in ("intra_node", "inter_node"):

@@ -5,7 +5,8 @@ Each op costs ``max(flops / (peak(dtype) · compute_eff), bytes / (bandwidth · 
 has one, ``views/_kernels.py``; ``fresh`` what
 its new outputs cost beyond their bytes, ``DeviceSpec.fresh_output``, on a CPU past the mmap threshold); views and
 allocations cost nothing. An SDPA call the capture ran as the math path is charged as one flash kernel
-forward and one backward (``views/_attention.py``); a ``_foreach_*`` op is one launch over all its
+forward and one backward (``views/_attention.py``), unless it has dropout and the spec's device runs that unfused
+(``DeviceSpec.attention_dropout_fused``: the CPU); a ``_foreach_*`` op is one launch over all its
 tensors. An op with no FLOP formula whose class is not known to be memory-bound is charged its bytes
 and listed in ``Estimate.unsure``, never left free.
 
@@ -227,6 +228,11 @@ class Estimate:
         return f"<Estimate {self.total * 1e3:.3f} ms on {self.spec.name}, {len(self.times)} ops>"
 
 
+_DROPOUT = frozenset({"aten.bernoulli_.float", "aten.bernoulli.default", "aten.bernoulli.p", "aten.native_dropout.default",
+                      "aten.rand_like.default", "aten.rand.default"})
+"""The ops of the math path's dropout: a region with one is an SDPA call with dropout."""
+
+
 def _op_time(op: Op) -> float | None:
     t = getattr(op, "time", None)
     return t if isinstance(t, (int, float)) else None
@@ -311,6 +317,8 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
 
     fused: set[int] = set()
     for r in regions(graph):
+        if not device.attention_dropout_fused and any(ops[i].target in _DROPOUT for i in range(r.start, r.stop)):
+            continue  # the device runs this call as the math path: its ops are charged one by one, as recorded
         heads = [i for i in range(r.start, r.stop) if not ops[i].is_view]
         fused.update(range(r.start, r.stop))
         if heads:
