@@ -41,6 +41,8 @@ def _check_measured(spec: dt.DeviceSpec, threads: int) -> None:
     # fresh outputs: one rung under the mmap threshold (16 MB), one past it (64 MB)
     sizes = [size for size, _ in spec.fresh_output.points]
     assert sizes[0] <= 2**24 < 2**25 < sizes[-1] and spec.sources["fresh_output"].endswith("per byte of output")
+    q = torch.zeros(1, 8, 128, 64, requires_grad=True)  # what torch runs an SDPA call with dropout as, here
+    assert spec.attention_dropout_fused == (int(torch._fused_sdp_choice(q, q, q, None, 0.1, True)) != 0)
     if sys.platform == "linux":  # glibc: past 32 MB every new output is fresh pages, faulted in as first written
         assert spec.fresh_output.per_byte(sizes[-1]) > 5 * spec.fresh_output.per_byte(sizes[0])
 

@@ -223,7 +223,7 @@ def test_spec_json_version_2_round_trips_the_shape_axis_kernels_and_fresh_output
     spec = dt.DeviceSpec(name="cpu", peak_flops={"float32": 1e11}, memory_bandwidth=5e10, launch_overhead=2e-6,
                          compute_efficiency={"convolution": conv, "matmul": Efficiency.flat(0.9)},
                          kernel_efficiency={"gelu": Efficiency.flat(0.1)},
-                         fresh_output=FreshOutput(points=((16e6, 0.0), (64e6, 5e-10))))
+                         fresh_output=FreshOutput(points=((16e6, 0.0), (64e6, 5e-10))), attention_dropout_fused=False)
     path = tmp_path / "cpu.json"
     spec.save(path)
     data = json.loads(path.read_text())
@@ -235,6 +235,7 @@ def test_spec_json_version_2_round_trips_the_shape_axis_kernels_and_fresh_output
     assert again.efficiency("elementwise", flops=None, nbytes=1e6, kernel="relu") == (1.0, 1.0)  # none: the class's
     assert again.fresh_seconds(4e6) == 0.0 and again.fresh_seconds(128e6) == pytest.approx(0.064)
     assert "at positions 49" in str(again) and "fresh outputs" in str(again) and "gelu" in str(again)
+    assert not again.attention_dropout_fused and "SDPA with dropout runs unfused" in str(again)
     data["compute_efficiency"]["convolution"]["rows"] = []
     path.write_text(json.dumps(data))
     with pytest.raises(dt.SpecError, match="convolution'\\]: a curve with a shape axis takes points and by_shape"):
@@ -250,7 +251,7 @@ def test_a_version_1_spec_file_still_loads_and_reads_as_before(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     spec = dt.DeviceSpec.load(path)
-    assert spec.fresh_output is None and not spec.kernel_efficiency
+    assert spec.fresh_output is None and not spec.kernel_efficiency and spec.attention_dropout_fused
     assert spec.compute_efficiency["convolution"].by_shape == ()
     # a shape, a kernel name and a new output change nothing on a spec without those axes
     assert spec.efficiency("convolution", flops=1.4e8, nbytes=1e6, shape=49, kernel="convolution") == (0.97, 1.0)

@@ -387,3 +387,24 @@ def test_a_kernel_with_its_own_curve_reads_it() -> None:
     est = g.estimate(spec)
     assert est.time(gelu) == pytest.approx(2 * 4 * 2**20 / (5e10 * 0.05))  # its own curve
     assert est.time(relu) == pytest.approx(2 * 4 * 2**20 / (5e10 * 0.5))  # the class's
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_sdpa_with_dropout_on_a_device_that_runs_it_unfused_is_charged_op_by_op(dropout: float) -> None:
+    import dataclasses
+
+    q, k, v = (torch.randn(1, 4, 128, 32, device="meta") for _ in range(3))
+    with dt.capture() as g:
+        F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+    (r,) = regions(g)
+    fused = g.estimate(_cpu_like())
+    unfused = g.estimate(_cpu_like(attention_dropout_fused=False))
+    inside = g.ops[r.start:r.stop]
+    assert [op.index for op in inside if fused.time(op)] == [r.start]  # one flash kernel
+    assert fused.bound(inside[1]) == "fused" or inside[1].is_view
+    if dropout:  # the math path's ops, each by its class: the two bmm, the softmax, the dropout's random numbers
+        charged = {op.target for op in inside if unfused.time(op)}
+        assert {"aten.bmm.default", "aten._safe_softmax.default"} <= charged and "attention" not in unfused.classes
+        assert unfused.time(g.root) > fused.time(g.root)  # the score matrices written and read, not only q, k, v
+    else:  # no dropout: the device runs its fused kernel either way
+        assert [unfused.time(op) for op in inside] == [fused.time(op) for op in inside]
