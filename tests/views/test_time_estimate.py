@@ -391,8 +391,6 @@ def test_a_kernel_with_its_own_curve_reads_it() -> None:
 
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_sdpa_with_dropout_on_a_device_that_runs_it_unfused_is_charged_op_by_op(dropout: float) -> None:
-    import dataclasses
-
     q, k, v = (torch.randn(1, 4, 128, 32, device="meta") for _ in range(3))
     with dt.capture() as g:
         F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
