@@ -28,6 +28,8 @@ def describe(spec: DeviceSpec) -> str:
     ]
     if spec.memory is not None:
         lines.append(f"{'memory':<15} {spec.memory / 2**30:.4g} GiB")
+    if not spec.attention_dropout_fused:
+        lines.append(f"{'attention':<15} SDPA with dropout runs unfused (the math path, charged op by op)")
     for label, link in (("intra-node", spec.intra_node), ("inter-node", spec.inter_node)):
         if link is not None:
             lines.append(f"{label:<15} {_link(link)}")
@@ -41,11 +43,10 @@ def describe(spec: DeviceSpec) -> str:
                 if c in curves:
                     lines.append(f"  {c:<13} {_curve(curves[c].points, unit)}")
                     lines += [f"    at {_shape(c)} {shape:<6g} {_curve(row, unit)}" for shape, row in curves[c].by_shape]
-    if not spec.attention_dropout_fused:
-        lines.append(f"{'attention':<15} SDPA with dropout runs unfused (the math path, charged op by op)")
     if spec.kernel_efficiency:
         lines += ["", "kernel efficiency (by bytes moved)"]
-        lines += [f"  {k:<13} {_curve(c.points, 'B')}" for k, c in spec.kernel_efficiency.items()]
+        width = max(13, *(len(k) for k in spec.kernel_efficiency))
+        lines += [f"  {k:<{width}} {_curve(c.points, 'B')}" for k, c in spec.kernel_efficiency.items()]
     if spec.fresh_output is not None:
         lines += ["", "fresh outputs (seconds per byte beyond the bytes moved, by output size)",
                   "  " + "  ".join(f"{_si(size)}B {rate * 1e9:.3g} ns/B" for size, rate in spec.fresh_output.points)]
