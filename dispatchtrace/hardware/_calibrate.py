@@ -140,6 +140,7 @@ def calibrate(device: str | torch.device | None = None, *, threads: int | None =
                "compute_efficiency": f"{source}: {primary} matmul (square and skinny: by FLOPs and the smallest "
                                      "dimension), convolution (3x3 and 1x1: by FLOPs and the output positions) and "
                                      "SDPA rates over the peak"}
+    details["kernel_efficiency"] = f"{source}: each memory-bound kernel's rates over the bandwidth"
     if plan.fresh:
         details["fresh_output"] = (f"{source}: aten.add into a new tensor less aten.add into one written before, per "
                                    "byte of output")

@@ -56,8 +56,11 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     rate and the bandwidth the best rate of any memory-bound kernel, both over the samples that took at least
     ten times ``included`` (where the overhead is a small part of the reading); a curve's point is a sample's rate
     over that peak (at most 1), the memory-bound kernels of one class at one ladder step merged by their
-    median (as are the convolutions of one step). ``primary`` is the dtype whose matmul, convolution and attention samples make the compute curves
-    (float32 on the CPU, bfloat16 on CUDA).
+    median (as are the convolutions of one step). ``primary`` is the dtype whose matmul, convolution and attention
+    samples make the compute curves (float32 on the CPU, bfloat16 on CUDA); those with a ``shape`` also make the
+    curve's rows by shape (``Efficiency.by_shape``), a row for each shape timed at two steps at least. Each
+    memory-bound kernel's samples make its own curve (``kernel_efficiency``, over the same bandwidth); the
+    ``"fresh"`` and ``"written"`` pairs make ``fresh_output``; ``attention_dropout_fused`` is the spec's as given.
 
     >>> ladder = [Sample(kernel="mm", op_class="matmul", dtype="float32", size=2e9, seconds=0.01001, step=1),
     ...           Sample(kernel="mm", op_class="matmul", dtype="float32", size=2e6, seconds=3e-5, step=0),
