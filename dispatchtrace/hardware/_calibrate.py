@@ -33,12 +33,20 @@ class Plan:
     cap: float
     largest: int  # log2 of the largest memory-bound tensor's elements
     matmul: tuple[int, ...]
+    skinny: tuple[tuple[int, int, int], ...] = ()  # (m, k, n) GEMMs beside the squares: the shape axis's rows
+    fresh: tuple[int, ...] = ()  # log2 of the elements of the new outputs timed against written ones
 
 
-CPU = {False: Plan(3, 2e-3, 0.25, 22, (32, 64, 128, 256, 512, 1024)),
-       True: Plan(2, 1e-3, 0.1, 20, (32, 64, 128, 256, 512))}
-CUDA = {False: Plan(5, 2e-3, 0.3, 28, (128, 256, 512, 1024, 2048, 4096, 8192)),
-        True: Plan(3, 1e-3, 0.1, 26, (256, 1024, 4096, 8192))}
+CPU = {False: Plan(3, 2e-3, 0.25, 22, (32, 64, 128, 256, 512, 1024),
+                   ((64, 512, 512), (64, 2048, 2048), (256, 1024, 1024), (256, 768, 16384)), (20, 22, 24, 25)),
+       True: Plan(2, 1e-3, 0.1, 20, (32, 64, 128, 256, 512),
+                  ((64, 512, 512), (64, 2048, 2048), (256, 1024, 1024), (256, 768, 16384)), (22, 24))}
+CUDA = {False: Plan(5, 2e-3, 0.3, 28, (128, 256, 512, 1024, 2048, 4096, 8192),
+                    ((64, 1024, 1024), (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 32768), (1024, 8192, 8192))),
+        True: Plan(3, 1e-3, 0.1, 26, (256, 1024, 4096, 8192),
+                   ((64, 1024, 1024), (64, 8192, 8192), (256, 4096, 4096), (256, 8192, 32768)))}
+"""The CPU's ``fresh`` ladder runs past glibc's mmap threshold (32 MB at most: 2^23 float32 elements; at 32 MB itself
+the heap's history decides, so no rung sits there); a GPU's caching allocator reuses its blocks, so CUDA times none."""
 
 
 class Clock:
@@ -106,7 +114,7 @@ def calibrate(device: str | torch.device | None = None, *, threads: int | None =
     if repeat is not None:
         if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
             raise SpecError(f"repeat takes a whole number >= 1, not {repeat!r}")
-        plan = Plan(repeat, plan.target, plan.cap, plan.largest, plan.matmul)
+        plan = Plan(repeat, plan.target, plan.cap, plan.largest, plan.matmul, plan.skinny, plan.fresh)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -129,34 +137,58 @@ def calibrate(device: str | torch.device | None = None, *, threads: int | None =
     details = {"peak_flops": f"{source}: the best aten.mm rate of each dtype over square sizes",
                "memory_bandwidth": f"{source}: the best rate of the memory-bound kernels (on a CPU, in cache)",
                "launch_overhead": f"{source}: aten.add of one element, per call",
-               "compute_efficiency": f"{source}: {primary} matmul, convolution (3x3 and 1x1) and SDPA rates over the "
-                                     "peak"}
+               "compute_efficiency": f"{source}: {primary} matmul (square and skinny: by FLOPs and the smallest "
+                                     "dimension), convolution (3x3 and 1x1: by FLOPs and the output positions) and "
+                                     "SDPA rates over the peak"}
+    details["kernel_efficiency"] = f"{source}: each memory-bound kernel's rates over the bandwidth"
+    if plan.fresh:
+        details["fresh_output"] = (f"{source}: aten.add into a new tensor less aten.add into one written before, per "
+                                   "byte of output")
+    fused = _dropout_fused(dev)
+    details["attention_dropout_fused"] = f"{source}: torch's SDPA backend choice for a training call with dropout"
     return fit(samples, name=name or f"{host}-{dev.type}", title=_title(dev, threads), overhead=overhead,
                included=0.0 if dev.type == "cuda" else overhead, memory=_memory(dev), primary=primary, source=source,
-               details=details)
+               details=details, attention_dropout_fused=fused)
+
+
+def _dropout_fused(dev: torch.device) -> bool:
+    """Whether torch runs ``scaled_dot_product_attention`` with dropout, in training, as a fused kernel on ``dev``
+    (its backend choice, ``torch._fused_sdp_choice``: 0 is the math path); True where torch cannot say."""
+    dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    q = torch.zeros(1, 8, 128, 64, device=dev, dtype=dtype, requires_grad=True)
+    try:
+        return int(torch._fused_sdp_choice(q, q, q, None, 0.1, True)) != 0
+    except (AttributeError, RuntimeError, TypeError):
+        return True
 
 
 def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     dev = clock.device
     cuda = dev.type == "cuda"
     dtypes = ["float32", "tfloat32", "bfloat16", "float16", "float64"] if cuda else ["float32", "bfloat16", "float64"]
-    for dtype in dtypes:
-        last = 0.0  # FLOP/s of the size before: rates fall with size where a dtype has no blocked kernel
-        for n in plan.matmul:
-            if n > 256 and 2.0 * n**3 > plan.cap * last:  # this size would take too long at the last rate
-                break
-            dt = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
-            a, b = torch.randn(n, n, device=dev, dtype=dt), torch.randn(n, n, device=dev, dtype=dt)
-            with _tf32(cuda and dtype == "tfloat32"):
-                s = _measure(clock, plan, lambda a=a, b=b: aten.mm.default(a, b))
-            last = 2.0 * n**3 / s
-            yield Sample(kernel=f"mm {dtype} {n}x{n}x{n}", op_class="matmul", dtype=dtype, size=2.0 * n**3, seconds=s,
-                         step=n)
     primary = torch.bfloat16 if cuda else torch.float32
     name = str(primary).removeprefix("torch.")
+    for dtype in dtypes:
+        last = 0.0  # FLOP/s of the size before: rates fall with size where a dtype has no blocked kernel
+        shapes = [(n, n, n) for n in plan.matmul] + (list(plan.skinny) if dtype == name else [])
+        for m, kk, n in shapes:
+            flops = 2.0 * m * kk * n
+            if flops > 2.0 * 256**3 and flops > plan.cap * last:  # this size would take too long at the last rate
+                if m == kk == n:
+                    continue
+                break
+            dt = getattr(torch, "float32" if dtype == "tfloat32" else dtype)
+            a, b = torch.randn(m, kk, device=dev, dtype=dt), torch.randn(kk, n, device=dev, dtype=dt)
+            with _tf32(cuda and dtype == "tfloat32"):
+                s = _measure(clock, plan, lambda a=a, b=b: aten.mm.default(a, b))
+            last = max(last, flops / s)
+            yield Sample(kernel=f"mm {dtype} {m}x{kk}x{n}", op_class="matmul", dtype=dtype, size=flops, seconds=s,
+                         step=(m * 10**5 + kk) * 10**5 + n, shape=min(m, kk, n))
     batch = 8 if cuda else 1
-    for c, hw in ((8, 28), (16, 28), (32, 28), (64, 56), (128, 28), (256, 14), (512, 7)) + (((512, 28),) if cuda else ()):
-        # a bottleneck's three shapes at one step: 3x3 c->c, 1x1 4c->c, 1x1 c->4c (ResNet's stage shapes among them)
+    steps = ((8, 28), (16, 28), (32, 28), (64, 56), (128, 28), (256, 14), (512, 7), (16, 56), (64, 14), (64, 7))
+    for c, hw in steps + (((512, 28),) if cuda else ()):
+        # a bottleneck's three shapes at one step: 3x3 c->c, 1x1 4c->c, 1x1 c->4c (ResNet's stage shapes among them,
+        # and smaller channel counts at each of their output sizes: the rows of the shape axis, by output positions)
         for k, cin, cout in ((3, c, c), (1, 4 * c, c), (1, c, 4 * c)):
             x = torch.randn(batch, cin, hw, hw, device=dev, dtype=primary)
             w = torch.randn(cout, cin, k, k, device=dev, dtype=primary)
@@ -164,7 +196,8 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
             s = _measure(clock, plan, lambda x=x, w=w, pad=pad: aten.convolution.default(
                 x, w, None, [1, 1], pad, [1, 1], False, [0, 0], 1))
             yield Sample(kernel=f"conv{k}x{k} {name} {batch}x{cin}x{hw}x{hw} -> {cout}", op_class="convolution",
-                         dtype=name, size=2.0 * batch * cin * cout * hw * hw * k * k, seconds=s, step=c * 1000 + hw)
+                         dtype=name, size=2.0 * batch * cin * cout * hw * hw * k * k, seconds=s, step=c * 1000 + hw,
+                         shape=batch * hw * hw)
     heads, dim = (16, 128) if cuda else (8, 64)
     for length in (256, 1024, 4096) if cuda else (64, 128, 256, 512):
         q, k, v = (torch.randn(batch, heads, length, dim, device=dev, dtype=primary) for _ in range(3))
@@ -174,11 +207,15 @@ def _samples(clock: Clock, plan: Plan) -> Iterator[Sample]:
     yield from _memory_bound(clock, plan)
 
 
+ONLY_OWN = frozenset({"tanh", "exp", "bernoulli_"})
+"""Kernels calibrate times for their own curve (``DeviceSpec.kernel_efficiency``) only, not their class's."""
+
+
 def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
     dev = clock.device
     for log2 in range(8, plan.largest + 1, 2):
         n = 2**log2
-        x, y = torch.randn(n, device=dev), torch.randn(n, device=dev)
+        x, y, z = torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)
         cols = 256 if n >= 2**16 else 64
         rows = n // cols
         m = x.view(rows, cols)
@@ -187,25 +224,46 @@ def _memory_bound(clock: Clock, plan: Plan) -> Iterator[Sample]:
         img = torch.randn(1, 64, side, side, device=dev)
         chans = torch.ones(64, device=dev)
         nb = 4 * n
-        kernels: list[tuple[str, str, float, Callable[[], Any]]] = [
-            ("add", "elementwise", 3 * nb, partial(aten.add.Tensor, x, y)),
-            ("relu", "elementwise", 2 * nb, partial(aten.relu.default, x)),
-            ("gelu", "elementwise", 2 * nb, partial(aten.gelu.default, x)),
-            ("clone", "copy", 2 * nb, partial(aten.clone.default, x)),
-            ("cat", "copy", 4 * nb, partial(aten.cat.default, [x, y])),
-            ("sum(dim=-1)", "reduction", nb + 4 * rows, partial(aten.sum.dim_IntList, m, [-1])),
-            ("softmax", "reduction", 2 * nb, partial(aten._softmax.default, m, -1, False)),
-            ("layer_norm", "reduction", 2 * nb, partial(aten.native_layer_norm.default, m, [cols], ones, zeros, 1e-5)),
-            ("batch_norm (eval)", "reduction", 2 * 4 * img.numel(),
+        # (what the log says, the ATen kernel, its class, bytes read and written, the call); the class's curve is
+        # the median of its kernels; ``ONLY_OWN`` ones make their own curve alone (compute-bound on a CPU: tanh,
+        # exp and random numbers run at a few GB/s, far below add's, and would drag the class's curve down)
+        kernels: list[tuple[str, str, str, float, Callable[[], Any]]] = [
+            ("add", "add", "elementwise", 3 * nb, partial(aten.add.Tensor, x, y)),
+            ("relu", "relu", "elementwise", 2 * nb, partial(aten.relu.default, x)),
+            ("gelu", "gelu", "elementwise", 2 * nb, partial(aten.gelu.default, x)),
+            ("tanh", "tanh", "elementwise", 2 * nb, partial(aten.tanh.default, x)),
+            ("exp", "exp", "elementwise", 2 * nb, partial(aten.exp.default, x)),
+            ("bernoulli_", "bernoulli_", "elementwise", 2 * nb, partial(aten.bernoulli_.float, z, 0.9)),
+            ("clone", "clone", "copy", 2 * nb, partial(aten.clone.default, x)),
+            ("cat", "cat", "copy", 4 * nb, partial(aten.cat.default, [x, y])),
+            ("sum(dim=-1)", "sum", "reduction", nb + 4 * rows, partial(aten.sum.dim_IntList, m, [-1])),
+            ("softmax", "_softmax", "reduction", 2 * nb, partial(aten._softmax.default, m, -1, False)),
+            ("layer_norm", "native_layer_norm", "reduction", 2 * nb,
+             partial(aten.native_layer_norm.default, m, [cols], ones, zeros, 1e-5)),
+            ("batch_norm (eval)", "_native_batch_norm_legit_no_training", "reduction", 2 * 4 * img.numel(),
              partial(aten._native_batch_norm_legit_no_training.default, img, chans, chans, chans, chans, 0.1, 1e-5)),
-            ("max_pool2d 3x3/2", "pooling", 4 * img.numel() + (4 + 8) * img.numel() / 4,
+            ("max_pool2d 3x3/2", "max_pool2d_with_indices", "pooling", 4 * img.numel() + (4 + 8) * img.numel() / 4,
              partial(aten.max_pool2d_with_indices.default, img, [3, 3], [2, 2], [1, 1])),
-            ("avg_pool2d 3x3/2", "pooling", 4 * img.numel() * (1 + 1 / 4),
+            ("avg_pool2d 3x3/2", "avg_pool2d", "pooling", 4 * img.numel() * (1 + 1 / 4),
              partial(aten.avg_pool2d.default, img, [3, 3], [2, 2], [1, 1])),
         ]
-        for kernel, op_class, nbytes, fn in kernels:
+        for kernel, name, op_class, nbytes, fn in kernels:
             s = _measure(clock, plan, fn)
             yield Sample(kernel=f"{kernel} float32 {_elements(n)}", op_class=op_class, dtype="float32", size=nbytes,
+                         seconds=s, step=log2, aten=name, typical=name not in ONLY_OWN)
+    if plan.fresh:
+        # glibc raises its mmap threshold to the size of each mmapped block freed, up to 32 MB: a process that has
+        # run a model has freed large tensors, so smaller outputs reuse the heap. One such block freed first puts
+        # calibrate in that steady state, whatever ran before it in this process.
+        torch.empty(2**23 - 2**12, device=dev)  # 16 kB under 32 MB, freed at once
+    steady = Plan(max(plan.repeat, 3), plan.target, plan.cap, plan.largest, plan.matmul)  # the first calls grow the heap
+    for log2 in plan.fresh:  # the same add into a new output and into one written before: the difference is the pages
+        n = 2**log2
+        x, y, z = torch.randn(n, device=dev), torch.randn(n, device=dev), torch.empty(n, device=dev)
+        for op_class, fn in (("fresh", partial(aten.add.Tensor, x, y)), ("written", partial(aten.add.out, x, y, out=z))):
+            s = _measure(clock, steady, fn)
+            what = "into a new output" if op_class == "fresh" else "into a written output"
+            yield Sample(kernel=f"add {what} float32 {_elements(n)}", op_class=op_class, dtype="float32", size=4 * n,
                          seconds=s, step=log2)
 
 

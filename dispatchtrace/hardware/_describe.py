@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from ._efficiency import OP_CLASSES
 
 if TYPE_CHECKING:
-    from ._efficiency import Efficiency
     from ._link import Link
     from ._spec import DeviceSpec
 
@@ -29,6 +28,8 @@ def describe(spec: DeviceSpec) -> str:
     ]
     if spec.memory is not None:
         lines.append(f"{'memory':<15} {spec.memory / 2**30:.4g} GiB")
+    if not spec.attention_dropout_fused:
+        lines.append(f"{'attention':<15} SDPA with dropout runs unfused (the math path, charged op by op)")
     for label, link in (("intra-node", spec.intra_node), ("inter-node", spec.inter_node)):
         if link is not None:
             lines.append(f"{label:<15} {_link(link)}")
@@ -38,14 +39,28 @@ def describe(spec: DeviceSpec) -> str:
                                 ("memory efficiency (by bytes moved)", spec.memory_efficiency, "B")):
         if curves:
             lines += ["", title]
-            lines += [f"  {c:<13} {_curve(curves[c], unit)}" for c in OP_CLASSES if c in curves]
+            for c in OP_CLASSES:
+                if c in curves:
+                    lines.append(f"  {c:<13} {_curve(curves[c].points, unit)}")
+                    lines += [f"    at {_shape(c)} {shape:<6g} {_curve(row, unit)}" for shape, row in curves[c].by_shape]
+    if spec.kernel_efficiency:
+        lines += ["", "kernel efficiency (by bytes moved)"]
+        width = max(13, *(len(k) for k in spec.kernel_efficiency))
+        lines += [f"  {k:<{width}} {_curve(c.points, 'B')}" for k, c in spec.kernel_efficiency.items()]
+    if spec.fresh_output is not None:
+        lines += ["", "fresh outputs (seconds per byte beyond the bytes moved, by output size)",
+                  "  " + "  ".join(f"{_si(size)}B {rate * 1e9:.3g} ns/B" for size, rate in spec.fresh_output.points)]
     if spec.sources:
         lines += ["", "sources"] + [f"  {k}: {v}" for k, v in spec.sources.items()]
     return "\n".join(lines)
 
 
-def _curve(curve: Efficiency, unit: str) -> str:
-    return "  ".join(f"{_si(size)}{unit} {fraction:.0%}" for size, fraction in curve.points)
+def _curve(points: tuple[tuple[float, float], ...], unit: str) -> str:
+    return "  ".join(f"{_si(size)}{unit} {fraction:.0%}" for size, fraction in points)
+
+
+def _shape(op_class: str) -> str:
+    return "positions" if op_class == "convolution" else "smallest dim"
 
 
 def _link(link: Link) -> str:

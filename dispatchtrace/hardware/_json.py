@@ -10,16 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
 from ._efficiency import Efficiency
+from ._fresh import FreshOutput
 from ._link import Link
 
 if TYPE_CHECKING:
     from ._spec import DeviceSpec
 
 FORMAT = "dispatchtrace-devicespec"
-VERSION = 1
+VERSION = 2
+READS = (1, 2)
+"""The versions this dispatchtrace reads: 1 (curves by size only; no ``kernel_efficiency``, ``fresh_output`` nor
+``attention_dropout_fused``) and 2."""
 _REQUIRED = ("name", "peak_flops", "memory_bandwidth", "launch_overhead")
 _FIELDS = ("format", "version", "name", "title", "peak_flops", "memory_bandwidth", "launch_overhead",
-           "compute_efficiency", "memory_efficiency", "memory", "intra_node", "inter_node", "ranks_per_node", "sources")
+           "compute_efficiency", "memory_efficiency", "kernel_efficiency", "fresh_output", "attention_dropout_fused", "memory", "intra_node", "inter_node", "ranks_per_node", "sources")
 _LINK_FIELDS = ("name", "bandwidth", "latency", "source")
 
 
@@ -33,8 +37,11 @@ def to_dict(spec: DeviceSpec) -> dict[str, Any]:
         "peak_flops": dict(spec.peak_flops),
         "memory_bandwidth": spec.memory_bandwidth,
         "launch_overhead": spec.launch_overhead,
-        "compute_efficiency": {k: [list(p) for p in c.points] for k, c in spec.compute_efficiency.items()},
-        "memory_efficiency": {k: [list(p) for p in c.points] for k, c in spec.memory_efficiency.items()},
+        "compute_efficiency": {k: _curve_json(c) for k, c in spec.compute_efficiency.items()},
+        "memory_efficiency": {k: _curve_json(c) for k, c in spec.memory_efficiency.items()},
+        "kernel_efficiency": {k: _curve_json(c) for k, c in spec.kernel_efficiency.items()},
+        "fresh_output": None if spec.fresh_output is None else [list(p) for p in spec.fresh_output.points],
+        "attention_dropout_fused": spec.attention_dropout_fused,
         "memory": spec.memory,
         "intra_node": _link_dict(spec.intra_node),
         "inter_node": _link_dict(spec.inter_node),
@@ -58,14 +65,16 @@ def from_dict(data: object, where: str) -> DeviceSpec:
         raise SpecError(f"{where}: the field {missing[0]!r} is missing (a device spec needs {', '.join(_REQUIRED)})")
     if data.get("format", FORMAT) != FORMAT:
         raise SpecError(f"{where}: format takes {FORMAT!r}, not {data['format']!r}")
-    if data.get("version", VERSION) != VERSION:
-        raise SpecError(f"{where}: version {data['version']!r} is not one this dispatchtrace reads ({VERSION}); "
-                        "upgrade dispatchtrace or save the spec again")
+    if data.get("version", VERSION) not in READS:
+        raise SpecError(f"{where}: version {data['version']!r} is not one this dispatchtrace reads "
+                        f"({', '.join(map(str, READS))}); upgrade dispatchtrace or save the spec again")
     try:
         fields = {k: v for k, v in data.items() if k not in ("format", "version")}
-        for name in ("compute_efficiency", "memory_efficiency"):
+        for name in ("compute_efficiency", "memory_efficiency", "kernel_efficiency"):
             if name in fields:
                 fields[name] = _curves(fields[name], name)
+        if fields.get("fresh_output") is not None:
+            fields["fresh_output"] = FreshOutput(points=fields["fresh_output"])
         for name in ("intra_node", "inter_node"):
             if fields.get(name) is not None:
                 fields[name] = _link(fields[name], name)
@@ -92,13 +101,28 @@ def load(path: str | os.PathLike[str]) -> DeviceSpec:
     return from_dict(data, str(p))
 
 
+def _curve_json(curve: Efficiency) -> list[list[float]] | dict[str, Any]:
+    """A curve by size alone as its ``[[size, fraction], ...]`` (as version 1 wrote it); one with a shape axis as
+    ``{"points": [...], "by_shape": [[shape, [[size, fraction], ...]], ...]}``."""
+    points = [list(p) for p in curve.points]
+    if not curve.by_shape:
+        return points
+    return {"points": points, "by_shape": [[shape, [list(p) for p in row]] for shape, row in curve.by_shape]}
+
+
 def _curves(value: object, name: str) -> dict[str, Efficiency]:
     if not isinstance(value, dict):
         raise SpecError(f"{name} takes an object of op class -> [[size, fraction], ...], not {value!r}")
     curves = {}
     for key, points in value.items():
         try:
-            curves[key] = Efficiency(points=points)
+            if isinstance(points, dict):
+                unknown = [k for k in points if k not in ("points", "by_shape")]
+                if unknown or "points" not in points:
+                    raise SpecError(f"a curve with a shape axis takes points and by_shape, not {sorted(points)}")
+                curves[key] = Efficiency(points=points["points"], by_shape=points.get("by_shape", ()))
+            else:
+                curves[key] = Efficiency(points=points)
         except SpecError as e:
             raise SpecError(f"{name}[{key!r}]: {e}") from None
     return curves

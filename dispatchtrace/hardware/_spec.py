@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ._efficiency import OP_CLASSES, Efficiency
+from ._fresh import FreshOutput
 from ._link import Link
 
 #: dtype names a spec's ``peak_flops`` may hold: torch's spelling without ``torch.``, plus ``tfloat32`` (the
@@ -57,6 +58,9 @@ class DeviceSpec:
     launch_overhead: float
     compute_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
     memory_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
+    kernel_efficiency: Mapping[str, Efficiency] = field(default_factory=dict)
+    fresh_output: FreshOutput | None = None
+    attention_dropout_fused: bool = True
     memory: float | None = None
     intra_node: Link | None = None
     inter_node: Link | None = None
@@ -89,6 +93,16 @@ class DeviceSpec:
                 if not isinstance(curve, Efficiency):
                     raise SpecError(f"{name}[{key!r}] takes an Efficiency, not {type(curve).__name__}")
             object.__setattr__(self, name, MappingProxyType(dict(curves)))
+        kernels = _mapping(self.kernel_efficiency, "kernel_efficiency")
+        for key, curve in kernels.items():
+            if not key or not isinstance(curve, Efficiency):
+                raise SpecError(f"kernel_efficiency takes ATen kernel names ('gelu') to an Efficiency, not {key!r}: "
+                                f"{type(curve).__name__}")
+        object.__setattr__(self, "kernel_efficiency", MappingProxyType(dict(kernels)))
+        if not isinstance(self.attention_dropout_fused, bool):
+            raise SpecError(f"attention_dropout_fused takes true or false, not {self.attention_dropout_fused!r}")
+        if self.fresh_output is not None and not isinstance(self.fresh_output, FreshOutput):
+            raise SpecError(f"fresh_output takes a FreshOutput (or None), not {type(self.fresh_output).__name__}")
         for name in ("intra_node", "inter_node"):
             link = getattr(self, name)
             if link is not None and not isinstance(link, Link):
@@ -135,14 +149,25 @@ class DeviceSpec:
             rate = max(rates) if rates else None
         return rate
 
-    def efficiency(self, op_class: str, *, flops: float | None, nbytes: float | None) -> tuple[float, float]:
+    def efficiency(self, op_class: str, *, flops: float | None, nbytes: float | None,
+                   shape: float | None = None, kernel: str | None = None) -> tuple[float, float]:
         """``(compute, memory)``: the fractions of the peak and of the bandwidth an op of ``op_class`` with
-        ``flops`` FLOPs and ``nbytes`` bytes moved reaches (1.0 where the size is ``None`` or no curve applies)."""
+        ``flops`` FLOPs and ``nbytes`` bytes moved reaches (1.0 where the size is ``None`` or no curve applies);
+        ``shape`` (a matmul's smallest GEMM dimension, a convolution's output positions) picks the rows of a
+        curve with a shape axis (``Efficiency.by_shape``); ``kernel`` (the ATen name, ``"gelu"``) reads the
+        kernel's own memory curve where the spec has one."""
         if op_class not in OP_CLASSES:
             raise SpecError(f"an op class is one of {', '.join(OP_CLASSES)}, not {op_class!r}"
                             f"{_did_you_mean(str(op_class), OP_CLASSES)}")
-        return (_fraction(self.compute_efficiency, op_class, flops),
-                _fraction(self.memory_efficiency, op_class, nbytes))
+        own = self.kernel_efficiency.get(kernel) if kernel is not None else None
+        memory = (own.at(nbytes) if nbytes is not None else 1.0) if own is not None else \
+            _fraction(self.memory_efficiency, op_class, nbytes, shape)
+        return _fraction(self.compute_efficiency, op_class, flops, shape), memory
+
+    def fresh_seconds(self, nbytes: float) -> float:
+        """Seconds an output of ``nbytes`` allocated anew costs beyond its bytes moved (0.0 without
+        ``fresh_output``)."""
+        return 0.0 if self.fresh_output is None else self.fresh_output.seconds(nbytes)
 
     # -- JSON ------------------------------------------------------------------------------------------
 
@@ -283,6 +308,6 @@ def _positive(value: object, name: str, takes: str, *, zero: bool = False) -> No
         raise SpecError(f"{name} takes {takes}, not {value!r}")
 
 
-def _fraction(curves: Mapping[str, Efficiency], op_class: str, size: float | None) -> float:
+def _fraction(curves: Mapping[str, Efficiency], op_class: str, size: float | None, shape: float | None) -> float:
     curve = curves.get(op_class) or curves.get("other")
-    return 1.0 if curve is None or size is None else curve.at(size)
+    return 1.0 if curve is None or size is None else curve.at(size, shape)

@@ -1,9 +1,12 @@
 """``g.estimate(spec)``: how long each op and call would take on a device, by a roofline with efficiency curves.
 
-Each op costs ``max(flops / (peak(dtype) · compute_eff), bytes / (bandwidth · memory_eff)) + launch_overhead``
-(the efficiencies from the spec's curve for the op's class and size, ``views/_kernels.py``); views and
+Each op costs ``max(flops / (peak(dtype) · compute_eff), bytes / (bandwidth · memory_eff)) + fresh + launch_overhead``
+(the efficiencies from the spec's curve for the op's class, size and shape, or its kernel's own where the spec
+has one, ``views/_kernels.py``; ``fresh`` what
+its new outputs cost beyond their bytes, ``DeviceSpec.fresh_output``, on a CPU past the mmap threshold); views and
 allocations cost nothing. An SDPA call the capture ran as the math path is charged as one flash kernel
-forward and one backward (``views/_attention.py``); a ``_foreach_*`` op is one launch over all its
+forward and one backward (``views/_attention.py``), unless it has dropout and the spec's device runs that unfused
+(``DeviceSpec.attention_dropout_fused``: the CPU); a ``_foreach_*`` op is one launch over all its
 tensors. An op with no FLOP formula whose class is not known to be memory-bound is charged its bytes
 and listed in ``Estimate.unsure``, never left free.
 
@@ -32,7 +35,7 @@ from ._costs import costs
 from ._estimate_comms import Cluster, cluster_of, price_collectives, schedule_seconds
 from ._estimate_metrics import show_estimate
 from ._estimate_text import estimate_text
-from ._kernels import Bytes, op_work
+from ._kernels import Bytes, kernel_name, op_work
 from ._timeline import Timeline, timeline
 
 if TYPE_CHECKING:
@@ -225,6 +228,11 @@ class Estimate:
         return f"<Estimate {self.total * 1e3:.3f} ms on {self.spec.name}, {len(self.times)} ops>"
 
 
+_DROPOUT = frozenset({"aten.bernoulli_.float", "aten.bernoulli.default", "aten.bernoulli.p", "aten.native_dropout.default",
+                      "aten.rand_like.default", "aten.rand.default"})
+"""The ops of the math path's dropout: a region with one is an SDPA call with dropout."""
+
+
 def _op_time(op: Op) -> float | None:
     t = getattr(op, "time", None)
     return t if isinstance(t, (int, float)) else None
@@ -288,23 +296,29 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
     bandwidth = device.memory_bandwidth
     cache: dict[Any, tuple[float, Bound, float]] = {}
 
-    def charge(cls: str, dtype: str, flops: int | None, moved: int) -> tuple[float, Bound, float]:
-        key = (cls, dtype, flops, moved)
+    own = device.kernel_efficiency
+
+    def charge(cls: str, dtype: str, flops: int | None, moved: int, shape: int | None = None,
+               fresh: tuple[int, ...] = (), kernel: str | None = None) -> tuple[float, Bound, float]:
+        kernel = kernel if kernel in own else None
+        key = (cls, dtype, flops, moved, shape, fresh, kernel)
         hit = cache.get(key)
         if hit is not None:
             return hit
-        ce, me = device.efficiency(cls, flops=flops, nbytes=moved)
+        ce, me = device.efficiency(cls, flops=flops, nbytes=moved, shape=shape, kernel=kernel)
         peak = device.peak(dtype) or device.peak("float32")
         compute = flops / peak if flops and peak else 0.0
         memory = moved / bandwidth if moved else 0.0
         c, m = (compute / ce if ce > 0 else compute), (memory / me if me > 0 else memory)
-        busy = max(c, m)
+        busy = max(c, m) + sum(device.fresh_seconds(b) for b in fresh)
         bound: Bound = "overhead" if launch > busy else "compute" if c >= m else "memory"
         hit = cache[key] = (busy + launch, bound, max(compute, memory))
         return hit
 
     fused: set[int] = set()
     for r in regions(graph):
+        if not device.attention_dropout_fused and any(ops[i].target in _DROPOUT for i in range(r.start, r.stop)):
+            continue  # the device runs this call as the math path: its ops are charged one by one, as recorded
         heads = [i for i in range(r.start, r.stop) if not ops[i].is_view]
         fused.update(range(r.start, r.stop))
         if heads:
@@ -334,7 +348,8 @@ def estimate(graph: Graph, spec: str | os.PathLike[str] | DeviceSpec, *, ranks_p
             continue
         if work.flops is None and work.cls in ("other", "matmul", "convolution", "attention"):
             unsure.append(op)
-        times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes)
+        times[i], bounds[i], roof[i] = charge(work.cls, work.dtype, work.flops, work.nbytes, work.shape, work.fresh,
+                                              kernel_name(op.target))
 
     found = collectives(graph)  # read once: priced, then scheduled
     priced = price_collectives(graph, cluster, found)

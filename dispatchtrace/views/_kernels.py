@@ -78,6 +78,16 @@ def _name(target: str) -> str:
     return target.partition(".")[2].partition(".")[0]
 
 
+def kernel_name(target: str) -> str | None:
+    """The name ``DeviceSpec.kernel_efficiency`` keys an ATen op's curve by (``gelu`` of ``aten.gelu.default``);
+    ``None`` for an op outside ``aten``.
+
+    >>> kernel_name("aten.max_pool2d_with_indices.default"), kernel_name("mylib.op.default")
+    ('max_pool2d_with_indices', None)
+    """
+    return _name(target) if target.startswith("aten.") else None
+
+
 @lru_cache(maxsize=4096)
 def work_class(target: str) -> str:
     """The op class of an ATen target (``hardware.OP_CLASSES``), or ``"free"`` for an allocation."""
@@ -115,12 +125,16 @@ def work_class(target: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Work:
     """One op's demand on the device: ``cls`` (an op class, or ``"free"``), ``dtype`` it computes in,
-    ``flops`` (``None``: no formula), ``nbytes`` read and written."""
+    ``flops`` (``None``: no formula), ``nbytes`` read and written, ``shape`` its value on a compute curve's
+    shape axis (``gemm_shape``; ``None`` for other classes), ``fresh`` the bytes of each output it allocates
+    (not a view, not written into an input's storage)."""
 
     cls: str
     dtype: str
     flops: int | None
     nbytes: int
+    shape: int | None = None
+    fresh: tuple[int, ...] = ()
 
 
 def compute_dtype(op: Op) -> str:
@@ -189,7 +203,51 @@ def op_work(op: Op, costs: Costs, nbytes: Bytes) -> Work:
         flops = attention_flops(op)
     elif op.target == "aten._native_multi_head_attention.default":
         flops = _mha_flops(op)
-    return Work(cls, compute_dtype(op), flops, nbytes.moved(op))
+    taken = {r.storage for r in (*op.inputs, *op.mutated)}
+    fresh = tuple(nbytes.of(r) for r in op.outputs if r.storage not in taken)
+    return Work(cls, compute_dtype(op), flops, nbytes.moved(op), gemm_shape(op, cls), fresh)
+
+
+_ADDED = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr", "_addmm_activation"})
+"""Matmuls whose first tensor input is the term added to the product, not a factor."""
+
+
+def gemm_shape(op: Op, cls: str) -> int | None:
+    """The op's value on a compute curve's shape axis: for a matmul the smallest of the GEMM's M, N and K (a
+    skinny product runs short of rows or columns to fill the kernel's tiles), for a convolution its output
+    positions N·Ho·Wo (the GEMM's M, what a small feature map runs short of); ``None`` for other classes or
+    symbolic shapes.
+
+    >>> import torch, dispatchtrace as dt
+    >>> conv, x = torch.nn.Conv2d(512, 512, 3, padding=1), torch.ones(1, 512, 7, 7)
+    >>> with dt.capture(conv) as g:
+    ...     y = conv(x) @ torch.ones(7, 3)
+    >>> gemm_shape(g.ops[0], "convolution"), [gemm_shape(op, "matmul") for op in g.ops if "mm" in op.target]
+    (49, [3])
+    """
+    if cls == "convolution":
+        name = _name(op.target)
+        ref = op.inputs[0] if name.endswith("_backward") and op.inputs else op.outputs[0] if op.outputs else None
+        if ref is None or len(ref.shape) < 3 or not all(isinstance(d, int) for d in ref.shape):
+            return None
+        positions = ref.shape[0]
+        for d in ref.shape[2:]:
+            positions *= d  # type: ignore[operator]
+        return positions  # type: ignore[return-value]
+    if cls != "matmul":
+        return None
+    factors = [r for r in op.inputs if len(r.shape) >= 1]
+    if _name(op.target) in _ADDED:
+        factors = factors[1:]
+    if len(factors) < 2:
+        return None
+    a, b = factors[0].shape, factors[1].shape
+    dims = [*a[-2:], *b[-1:]] if len(b) >= 2 else [*a[-2:]] if len(a) >= 2 else [*a[-1:]]
+    if len(a) < 2 or len(b) < 2:
+        dims.append(1)  # a matrix-vector product: one column
+    if not all(isinstance(d, int) for d in dims):
+        return None
+    return max(1, min(dims))  # type: ignore[type-var]
 
 
 def _argument(op: Op, name: str, default: object = None) -> object:

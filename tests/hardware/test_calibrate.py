@@ -4,6 +4,7 @@ path shares); ``dispatchtrace calibrate`` writes ``-o`` and refuses bad input be
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import torch
@@ -29,6 +30,21 @@ def _check_measured(spec: dt.DeviceSpec, threads: int) -> None:
     source = spec.sources["peak_flops"]
     assert source.startswith("measured by dispatchtrace calibrate on ") and f"torch {torch.__version__}" in source
     assert f", {threads} thread(s)" in source
+    # the shape axis: matmul rows by the smallest dimension (64 and 256), convolution rows by output positions (a
+    # 1-image batch at 7x7 .. 56x56), each row with two sizes at least
+    matmul, conv = spec.compute_efficiency["matmul"], spec.compute_efficiency["convolution"]
+    assert [shape for shape, _ in matmul.by_shape] == [64, 256]
+    assert [shape for shape, _ in conv.by_shape] == [49, 196, 784, 3136]
+    assert all(len(row) >= 2 for _, row in (*matmul.by_shape, *conv.by_shape))
+    # kernels timed for their own curves, the class's curve left to the typical ones
+    assert {"add", "gelu", "tanh", "bernoulli_", "max_pool2d_with_indices", "_softmax"} <= set(spec.kernel_efficiency)
+    # fresh outputs: one rung under the mmap threshold (16 MB), one past it (64 MB)
+    sizes = [size for size, _ in spec.fresh_output.points]
+    assert sizes[0] <= 2**24 < 2**25 < sizes[-1] and spec.sources["fresh_output"].endswith("per byte of output")
+    q = torch.zeros(1, 8, 128, 64, requires_grad=True)  # what torch runs an SDPA call with dropout as, here
+    assert spec.attention_dropout_fused == (int(torch._fused_sdp_choice(q, q, q, None, 0.1, True)) != 0)
+    if sys.platform == "linux":  # glibc: past 32 MB every new output is fresh pages, faulted in as first written
+        assert spec.fresh_output.per_byte(sizes[-1]) > 5 * spec.fresh_output.per_byte(sizes[0])
 
 
 def test_the_cli_measures_this_cpu_and_writes_a_spec_that_loads(tmp_path, capsys):
@@ -41,6 +57,8 @@ def test_the_cli_measures_this_cpu_and_writes_a_spec_that_loads(tmp_path, capsys
     spec = dt.DeviceSpec.load(path)
     _check_measured(spec, 1)
     assert out.startswith(f"{spec.name}: ") and f"wrote {path}" in out and "compute efficiency (by FLOPs)" in out
+    assert "at positions 49" in out and "at smallest dim 256" in out and "fresh outputs" in out
+    assert "mm float32 256x768x16384" in err and "add into a new output float32 2^24 elements" in err
     assert json.loads(path.read_text())["sources"]["launch_overhead"].endswith("aten.add of one element, per call")
 
 
@@ -133,3 +151,37 @@ def test_show_prints_a_built_in_or_a_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == f"dispatchtrace: error: {damaged}: not a valid device spec JSON (line 1, column 30: Expecting " \
                   "property name enclosed in double quotes); write one with DeviceSpec.save or dispatchtrace calibrate -o\n"
+
+
+def test_fit_makes_shape_rows_kernel_curves_and_fresh_outputs_from_samples():
+    def conv(size: float, seconds: float, step: int, shape: int) -> Sample:
+        return Sample(kernel="conv", op_class="convolution", dtype="float32", size=size, seconds=seconds, step=step,
+                      shape=shape)
+
+    def memory(aten: str, size: float, seconds: float, step: int, *, typical: bool = True, cls: str = "elementwise"
+               ) -> Sample:
+        return Sample(kernel=aten, op_class=cls, dtype="float32", size=size, seconds=seconds, step=step, aten=aten,
+                      typical=typical)
+
+    samples = [
+        _sample("matmul", 1e9, 1e-2, 1, "float32"),  # the peak: 1e11
+        conv(1e6, 1e-4, 1, 49), conv(1e8, 2e-3, 2, 49),  # 49 positions: 0.1, then 0.5 of the peak
+        conv(1e6, 2e-5, 3, 784), conv(1e8, 1.25e-3, 4, 784),  # 784: 0.5, then 0.8
+        conv(1e7, 1e-4, 5, 196),  # one size alone: no row
+        memory("add", 1e8, 1e-2, 1), memory("relu", 1e8, 2e-2, 1), memory("gelu", 1e8, 4e-2, 1),
+        memory("tanh", 1e8, 1e-1, 1, typical=False),  # its own curve only: not in the class's median nor the bandwidth
+        Sample(kernel="new", op_class="fresh", dtype="float32", size=4e6, seconds=1e-3, step=20),
+        Sample(kernel="old", op_class="written", dtype="float32", size=4e6, seconds=1.01e-3, step=20),
+        Sample(kernel="new", op_class="fresh", dtype="float32", size=64e6, seconds=4e-2, step=24),
+        Sample(kernel="old", op_class="written", dtype="float32", size=64e6, seconds=8e-3, step=24),
+    ]
+    spec = fit(samples, name="cpu", title="", overhead=0.0, memory=None, primary="float32", source="test")
+    curve = spec.compute_efficiency["convolution"]
+    assert curve.by_shape == ((49, ((1e6, 0.1), (1e8, 0.5))), (784, ((1e6, 0.5), (1e8, 0.8))))
+    assert spec.efficiency("convolution", flops=1e8, nbytes=None, shape=49)[0] == 0.5
+    assert spec.memory_bandwidth == 1e10 and spec.memory_efficiency["elementwise"].points == ((1e8, 0.5),)
+    assert spec.kernel_efficiency["tanh"].points == ((1e8, 0.1),) and spec.kernel_efficiency["add"].points == ((1e8, 1.0),)
+    # 4 MB: the new output no slower than the written one (0, not negative); 64 MB: 32 ms more, 0.5 ns a byte
+    assert spec.fresh_output.points == ((4e6, 0.0), (64e6, 5e-10)) and spec.sources["fresh_output"] == "test"
+    assert fit(samples[:10], name="gpu", title="", overhead=0.0, memory=None, primary="float32",
+               source="").fresh_output is None  # no fresh samples (CUDA): no cost

@@ -196,3 +196,66 @@ def test_unknown_names_suggest_close_ones():
 def test_for_device_maps_reported_names(reported, name):
     spec = dt.DeviceSpec.for_device(reported)
     assert (spec.name if spec else None) == name
+
+
+def test_a_curve_with_a_shape_axis_interpolates_on_both():
+    rows = ((49, ((1e6, 0.2), (1e8, 0.6))), (784, ((1e6, 0.4), (1e8, 0.9))))
+    conv = Efficiency(points=((1e6, 0.3), (1e8, 0.8)), by_shape=rows)
+    assert conv.at(1e8) == 0.8 and conv.at(1e8, None) == 0.8  # no shape: the curve by size alone
+    assert conv.at(1e8, 49) == 0.6 and conv.at(1e6, 784) == 0.4  # on a row
+    assert conv.at(1e8, 7) == 0.6 and conv.at(1e10, 5000) == 0.9  # flat beyond the rows and the sizes
+    assert conv.at(1e7, 49) == pytest.approx(0.4) and conv.at(1e7, 784) == pytest.approx(0.65)  # along a row
+    assert conv.at(1e8, 196) == pytest.approx(0.75)  # halfway between 49 and 784 in log10
+    assert conv.at(1e7, 196) == pytest.approx((0.4 + 0.65) / 2)  # both axes at once
+    spec = dt.DeviceSpec(name="toy", peak_flops={"float32": 1e11}, memory_bandwidth=1e10, launch_overhead=0,
+                         compute_efficiency={"convolution": conv})
+    assert spec.efficiency("convolution", flops=1e8, nbytes=None, shape=196) == (pytest.approx(0.75), 1.0)
+    with pytest.raises(dt.SpecError, match="shapes must be positive, finite and increase strictly"):
+        Efficiency(points=((1e6, 0.3),), by_shape=tuple(reversed(rows)))
+    with pytest.raises(dt.SpecError, match="fraction takes a number in \\(0, 1\\], not 2"):
+        Efficiency(points=((1e6, 0.3),), by_shape=((49, ((1e6, 2),)),))
+
+
+def test_spec_json_version_2_round_trips_the_shape_axis_kernels_and_fresh_outputs(tmp_path):
+    from dispatchtrace.hardware import FreshOutput
+
+    conv = Efficiency(points=((1e8, 0.8),), by_shape=((49, ((1e8, 0.6),)), (784, ((1e8, 0.9),))))
+    spec = dt.DeviceSpec(name="cpu", peak_flops={"float32": 1e11}, memory_bandwidth=5e10, launch_overhead=2e-6,
+                         compute_efficiency={"convolution": conv, "matmul": Efficiency.flat(0.9)},
+                         kernel_efficiency={"gelu": Efficiency.flat(0.1)},
+                         fresh_output=FreshOutput(points=((16e6, 0.0), (64e6, 5e-10))), attention_dropout_fused=False)
+    path = tmp_path / "cpu.json"
+    spec.save(path)
+    data = json.loads(path.read_text())
+    assert data["version"] == 2 and data["compute_efficiency"]["matmul"] == [[1.0, 0.9]]  # by size alone: as in 1
+    assert data["compute_efficiency"]["convolution"]["by_shape"] == [[49.0, [[1e8, 0.6]]], [784.0, [[1e8, 0.9]]]]
+    again = dt.DeviceSpec.load(path)
+    assert again == spec and again.compute_efficiency["convolution"].at(1e8, 196) == pytest.approx(0.75)
+    assert again.efficiency("elementwise", flops=None, nbytes=1e6, kernel="gelu") == (1.0, 0.1)
+    assert again.efficiency("elementwise", flops=None, nbytes=1e6, kernel="relu") == (1.0, 1.0)  # none: the class's
+    assert again.fresh_seconds(4e6) == 0.0 and again.fresh_seconds(128e6) == pytest.approx(0.064)
+    assert "at positions 49" in str(again) and "fresh outputs" in str(again) and "gelu" in str(again)
+    assert not again.attention_dropout_fused and "SDPA with dropout runs unfused" in str(again)
+    data["compute_efficiency"]["convolution"]["rows"] = []
+    path.write_text(json.dumps(data))
+    with pytest.raises(dt.SpecError, match="convolution'\\]: a curve with a shape axis takes points and by_shape"):
+        dt.DeviceSpec.load(path)
+
+
+def test_a_version_1_spec_file_still_loads_and_reads_as_before(tmp_path):
+    old = {"format": "dispatchtrace-devicespec", "version": 1, "name": "old-cpu", "title": "",
+           "peak_flops": {"float32": 9e10}, "memory_bandwidth": 7e10, "launch_overhead": 2.5e-6,
+           "compute_efficiency": {"matmul": [[6.5e4, 0.4], [2.1e9, 1.0]], "convolution": [[5e5, 0.2], [1.4e8, 0.97]]},
+           "memory_efficiency": {"elementwise": [[2e3, 0.3], [4e7, 0.5]]}, "memory": None, "intra_node": None,
+           "inter_node": None, "ranks_per_node": 1, "sources": {}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    spec = dt.DeviceSpec.load(path)
+    assert spec.fresh_output is None and not spec.kernel_efficiency and spec.attention_dropout_fused
+    assert spec.compute_efficiency["convolution"].by_shape == ()
+    # a shape, a kernel name and a new output change nothing on a spec without those axes
+    assert spec.efficiency("convolution", flops=1.4e8, nbytes=1e6, shape=49, kernel="convolution") == (0.97, 1.0)
+    assert spec.fresh_seconds(1e9) == 0.0
+    for name in BUILT_IN:  # the built-in GPU specs have neither: no shape axis, no fresh-page cost
+        assert BUILT_IN[name].fresh_output is None
+        assert all(not c.by_shape for c in BUILT_IN[name].compute_efficiency.values())

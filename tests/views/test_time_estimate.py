@@ -319,3 +319,90 @@ def test_math_path_regions_with_masks_and_dropout(mask: str) -> None:
     assert r.nbytes == qkv + qkv // 3 + extra  # q, k, v, the output, the mask as passed
     est = g.estimate("h100")
     assert [op.index for op in g.ops[r.start:r.stop] if est.time(op)] == [r.start]
+
+
+def _cpu_like(**changes: object) -> dt.DeviceSpec:
+    from dispatchtrace.hardware import Efficiency
+
+    base = dict(name="cpu-like", peak_flops={"float32": 1e11}, memory_bandwidth=5e10, launch_overhead=0.0,
+                memory_efficiency={"elementwise": Efficiency.flat(0.5)})
+    base.update(changes)
+    return dt.DeviceSpec(**base)  # type: ignore[arg-type]
+
+
+def test_a_large_fresh_output_is_charged_more_per_byte_when_the_spec_says_so() -> None:
+    from dispatchtrace.hardware import FreshOutput
+
+    n = 2**24  # 64 MB of float32: past glibc's mmap threshold
+    x, y = torch.ones(n, device="meta"), torch.ones(n, device="meta")
+    small = torch.ones(2**16, device="meta")
+    with dt.capture() as g:
+        x + y  # a new 64 MB output
+        x.add_(y)  # in place: its output is its input's storage
+        small + small  # a new 256 kB output
+    new, inplace, little = (op for op in g.ops if op.target.startswith("aten.add"))
+    fresh = FreshOutput(points=((2**24, 0.0), (2**26, 1e-9)))
+    plain, paged = g.estimate(_cpu_like()), g.estimate(_cpu_like(fresh_output=fresh))
+    assert plain.time(new) == pytest.approx(3 * 4 * n / (5e10 * 0.5))  # its bytes alone
+    assert paged.time(new) - plain.time(new) == pytest.approx(4 * n * 1e-9)  # + 1 ns for each byte of the new output
+    assert paged.time(inplace) == plain.time(inplace) and paged.time(little) == plain.time(little)
+    assert paged.time(new) / (4 * n) > paged.time(little) / (4 * 2**16)  # more per byte than a small output
+
+
+def test_the_shape_axis_charges_a_small_feature_map_and_a_skinny_gemm_their_rows() -> None:
+    from dispatchtrace.hardware import Efficiency
+
+    conv = Efficiency(points=((1e6, 0.9),), by_shape=((49, ((1e6, 0.3),)), (3136, ((1e6, 0.9),))))
+    matmul = Efficiency(points=((1e6, 0.9),), by_shape=((1, ((1e6, 0.1),)), (256, ((1e6, 0.8),))))
+    spec = _cpu_like(compute_efficiency={"convolution": conv, "matmul": matmul},
+                     memory_efficiency={"matmul": Efficiency.flat(1.0), "convolution": Efficiency.flat(1.0)})
+    late, early = nn.Conv2d(512, 512, 3, padding=1), nn.Conv2d(64, 64, 3, padding=1)
+    with torch.device("meta"):
+        late, early = late.to("meta"), early.to("meta")
+        a, b, v = torch.ones(256, 1024), torch.ones(1024, 1024), torch.ones(1024, 1)
+    with dt.capture() as g:
+        late(torch.ones(1, 512, 7, 7, device="meta"))  # 231 MFLOP on 49 output positions
+        early(torch.ones(1, 64, 56, 56, device="meta"))  # 231 MFLOP on 3136
+        a @ b  # 256 rows
+        b @ v  # one column
+    est = g.estimate(spec)
+    convs = g.find_ops("aten.convolution*")
+    flops = [g.costs().op(op).flops for op in convs]
+    assert flops[0] == flops[1] and est.time(convs[0]) == pytest.approx(flops[0] / (1e11 * 0.3))
+    assert est.time(convs[1]) == pytest.approx(flops[1] / (1e11 * 0.9))
+    mm, mv = g.find_ops("aten.mm*")
+    assert est.time(mm) == pytest.approx(2 * 256 * 1024 * 1024 / (1e11 * 0.8))
+    assert est.time(mv) == pytest.approx(2 * 1024 * 1024 / (1e11 * 0.1))  # far below its FLOPs' 0.9
+
+
+def test_a_kernel_with_its_own_curve_reads_it() -> None:
+    from dispatchtrace.hardware import Efficiency
+
+    spec = _cpu_like(kernel_efficiency={"gelu": Efficiency.flat(0.05)})
+    x = torch.ones(2**20, device="meta")
+    with dt.capture() as g:
+        F.gelu(x)
+        F.relu(x)
+    gelu, relu = g.find_ops("aten.gelu*")[0], g.find_ops("aten.relu*")[0]
+    est = g.estimate(spec)
+    assert est.time(gelu) == pytest.approx(2 * 4 * 2**20 / (5e10 * 0.05))  # its own curve
+    assert est.time(relu) == pytest.approx(2 * 4 * 2**20 / (5e10 * 0.5))  # the class's
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1])
+def test_sdpa_with_dropout_on_a_device_that_runs_it_unfused_is_charged_op_by_op(dropout: float) -> None:
+    q, k, v = (torch.randn(1, 4, 128, 32, device="meta") for _ in range(3))
+    with dt.capture() as g:
+        F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
+    (r,) = regions(g)
+    fused = g.estimate(_cpu_like())
+    unfused = g.estimate(_cpu_like(attention_dropout_fused=False))
+    inside = g.ops[r.start:r.stop]
+    assert [op.index for op in inside if fused.time(op)] == [r.start]  # one flash kernel
+    assert fused.bound(inside[1]) == "fused" or inside[1].is_view
+    if dropout:  # the math path's ops, each by its class: the two bmm, the softmax, the dropout's random numbers
+        charged = {op.target for op in inside if unfused.time(op)}
+        assert {"aten.bmm.default", "aten._safe_softmax.default"} <= charged and "attention" not in unfused.classes
+        assert unfused.time(g.root) > fused.time(g.root)  # the score matrices written and read, not only q, k, v
+    else:  # no dropout: the device runs its fused kernel either way
+        assert [unfused.time(op) for op in inside] == [fused.time(op) for op in inside]
