@@ -3,7 +3,7 @@
 Run: .venv/bin/python benchmarks/numerics.py [--repeat 5] [--layers 126] [--skip-resnet]
 
 - ResNet-50 on the CPU, one thread, eval, ``torch.no_grad()``, 1 x 3 x 224 x 224: a plain forward, the
-  stats-free ``dt.capture``, ``dt.capture(values="stats")`` (and with ``stats=("zeros",)``; with
+  stats-free ``dt.capture``, ``dt.capture(values="stats")`` (and with ``stats=("mean",)``, ``stats=("zeros",)``; with
   ``--fingerprint``, ``stats=("fingerprint",)`` too), DebugMode with ``log_tensor_hashes()`` (its
   default L2-norm hash of every op output) and a floor: a bare dispatch mode that takes one ``aminmax`` of
   each tensor an op returns (the cheapest pass any value statistic needs, with no recording at all),
@@ -63,6 +63,10 @@ def resnet(repeat: int, fingerprints: bool) -> None:
         with dt.capture(model, values="stats"):
             model(x)
 
+    def mean() -> None:
+        with dt.capture(model, values="stats", stats=("mean",)):
+            model(x)
+
     def zeros() -> None:
         with dt.capture(model, values="stats", stats=("zeros",)):
             model(x)
@@ -80,7 +84,7 @@ def resnet(repeat: int, fingerprints: bool) -> None:
             model(x)
 
     with torch.no_grad():
-        variants = {"plain": plain, "capture": capture, "stats": stats, "zeros": zeros, "hashes": hashes,
+        variants = {"plain": plain, "capture": capture, "stats": stats, "mean": mean, "zeros": zeros, "hashes": hashes,
                     "one_pass": one_pass}
         if fingerprints:
             variants["fingerprint"] = fingerprint
@@ -88,7 +92,7 @@ def resnet(repeat: int, fingerprints: bool) -> None:
     base = times["plain"]
     print(f"resnet50 cpu, 1 thread, load average {overhead.loadavg()}")
     for name, label in (("plain", "plain forward"), ("capture", "dt.capture"), ("stats", 'dt.capture(values="stats")'),
-                        ("zeros", '... stats=("zeros",)'), ("fingerprint", '... stats=("fingerprint",)'),
+                        ("mean", '... stats=("mean",)'), ("zeros", '... stats=("zeros",)'), ("fingerprint", '... stats=("fingerprint",)'),
                         ("hashes", "DebugMode + log_tensor_hashes()"), ("one_pass", "floor: one aminmax per output")):
         if name not in times:
             continue
@@ -116,10 +120,11 @@ def parts(repeat: int) -> None:
     flat = [_flat(t if t.is_floating_point() else t.double()) for t in kept]
     runs = {
         "stats_of (the default)": lambda t: stats_of(t),
+        "stats_of, mean=True": lambda t: stats_of(t, mean=True),
         "stats_of, zeros=True": lambda t: stats_of(t, zeros=True),
         "aminmax (two .item())": lambda t: [v.item() for v in torch.aminmax(t)],
         "sum (torch's, .item())": lambda t: t.sum().item(),
-        "blocked L2 norm": lambda t: _norm(t, t.numel()),
+        "L2 norm (whole, or blocks)": lambda t: _norm(t, t.numel()),
         "zero count (on the bits)": lambda t: _nonzero(t),
         "fingerprint": lambda t: fingerprint_of(t),
     }
