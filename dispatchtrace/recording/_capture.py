@@ -148,10 +148,10 @@ class capture:  # noqa: N801 - used like a function: ``with capture(model) as g`
     block, which refuse to run while such hooks are set.
 
     ``values="stats"`` takes, for every tensor an op returns or writes (its value after the op), the
-    counts of NaN, +Inf and -Inf, the min, max, mean and L2 norm (``Stats``, in ``g.stats`` by ref
+    counts of NaN, +Inf and -Inf, the min, max and L2 norm (``Stats``, in ``g.stats`` by ref
     id; ``g.first_nonfinite()`` finds the op that made a NaN), in the dispatch path, keeping no tensor;
-    meta and fake tensors have none. ``stats`` adds what the default leaves out (``Extra``): ``"zeros"`` (exact
-    zero counts) and ``"fingerprint"`` (a hash of each value's bits: ``Stats.bitwise_equal``). On a GPU the
+    meta and fake tensors have none. ``stats`` adds what the default leaves out (``Extra``): ``"mean"``,
+    ``"zeros"`` (exact zero counts) and ``"fingerprint"`` (a hash of each value's bits: ``Stats.bitwise_equal``). On a GPU the
     stats stay on the device until the block ends (no synchronisation per op). ``keep`` keeps full copies, detached and on the CPU, of the results
     of the ops and the outputs of the calls it matches (globs of op targets or names and call paths or
     labels, a list of them, or a predicate of the op or call): ``g.value(op)``; ``keep_bytes`` is their

@@ -18,7 +18,8 @@ parallel job's partial sums, ``"partial"``: their full value is no combination o
 def compare(ga: Graph, a: TensorRef, gb: Graph, b: TensorRef, rtol: float, atol: float) -> tuple[float, bool, Via]:
     """``(error, departs, via)`` of value ``b`` against ``a``: the largest difference relative to the value's scale,
     whether it is beyond ``atol + rtol * |a|`` (per element, kept tensors) or ``atol + rtol * scale``
-    (statistics: min, max, mean and RMS, scale the larger RMS; NaN and Inf counts must be equal)."""
+    (statistics: min, max, RMS and the mean where both have it, scale the larger RMS; NaN and Inf counts must be
+    equal)."""
     if a.shape != b.shape:
         return math.inf, True, "none"
     ta, tb = ga.kept.get(a.id), gb.kept.get(b.id)

@@ -5,7 +5,7 @@
 read on every rank, at the same place (the same op, the same result or argument), and made whole:
 
 - a DTensor op's result, by its placements (``op.dtensor``): shards combined (min of mins, max of maxes,
-  sums of sums and of squares for the mean and norm, NaN / Inf / zero counts summed), a replicated mesh
+  sums of squares for the norm, of sums for the mean where taken, NaN / Inf / zero counts summed), a replicated mesh
   dimension taken once (its rank at coordinate 0), a partial one (``P(sum)``) not combined: its full value
   is the sum of the ranks' values, which no statistic of theirs gives;
 - any other tensor, by its shape against the other side's: the ranks' shapes equal to it, each rank ran it

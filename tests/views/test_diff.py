@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from pathlib import Path
 
@@ -12,7 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import dispatchtrace as dt
+from dispatchtrace.graph import Stats
 from dispatchtrace.models import CoolCNN
+from dispatchtrace.views._compare import compare_stats
 
 
 class Attention(nn.Module):
@@ -219,3 +222,12 @@ def test_the_departure_says_when_it_starts_at_casts_autocast_added() -> None:
     assert "its inputs agree" not in str(d) and why[0] in str(d)
     same = dt.diff(graphs[0], graphs[0])
     assert same.cause == ()
+
+
+def test_the_mean_is_compared_only_where_both_sides_took_it() -> None:
+    """``stats=("mean",)`` on one side only: the mean is not compared (no false departure); on both, it is."""
+    a = Stats(4, 0, 0, 0, None, -1.0, 1.0, 0.5, 2.0)
+    shifted = dataclasses.replace(a, mean=-0.5)  # the range and the norm alike: only the mean tells them apart
+    assert compare_stats(a, shifted, 1e-5, 1e-8)[1]
+    assert compare_stats(a, dataclasses.replace(a, mean=None), 1e-5, 1e-8) == (0.0, False)
+    assert compare_stats(dataclasses.replace(shifted, mean=None), a, 1e-5, 1e-8) == (0.0, False)
