@@ -124,10 +124,10 @@ def describable(t: object) -> bool:
 
 
 _FLAT = 1 << 16
-"""Up to this many elements, one float32 norm of the whole (relative error at most 4e-7 at this size); above it,
-float32 norms of blocks of at most ``_BLOCK`` elements combined in float64, at the same speed (torch's float32 norm of a
-whole 8 M-element tensor of 0.1s is off by 5e-3, the blocked one by 3e-7; blocks of 4,096 would be off by 2e-6:
-torch sums each row of a 2-D reduction in one float32 running sum)."""
+"""Up to this many elements, one float32 norm of the whole (relative error at most 4e-7 at this size); above
+it, float32 norms of blocks of at most ``_BLOCK`` elements combined in float64, at the same speed (torch's
+float32 norm of a whole 8 M-element tensor of 0.1s is off by 5e-3, the blocked one by 3e-7; blocks of 4,096
+would be off by 2e-6: torch sums each row of a 2-D reduction in one float32 running sum)."""
 _BLOCK = 1024
 
 
@@ -161,7 +161,7 @@ def _norm(x: Tensor, n: int) -> float:
     block = _block(n)
     whole = n if block else n - n % _BLOCK
     blocks = (x if block else x[:whole]).view(-1, block or _BLOCK)
-    rows = torch.linalg.vector_norm(blocks, dim=1) if x.dtype is _F32 else torch.linalg.vector_norm(blocks, dim=1, dtype=_F32)
+    rows = torch.linalg.vector_norm(blocks, dim=1, dtype=None if x.dtype is _F32 else _F32)  # (no dtype: no cast)
     norm = torch.linalg.vector_norm(rows, dtype=_F64).item()  # (in float32: off by 5e-6 for 8 k equal rows)
     if whole < n:
         norm = math.hypot(norm, torch.linalg.vector_norm(x[whole:], dtype=_F32).item())
