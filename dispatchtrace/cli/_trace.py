@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from .._version import __version__
 from ..errors import NoValuesError
 from ..graph import Graph
-from ..recording import Values, capture
+from ..recording import EXTRAS, Extra, Values, capture
 from ..views import has_backward, seconds
 from ._build import add_catalogue_arguments, build_from
 from ._errors import ArgumentParser, CliError
@@ -56,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--values", choices=["none", "stats"], default="none",
                    help="stats: record the statistics of every op's results (saved with -o trace.json) and print "
                    "the op that first made a NaN or Inf, if one did (docs/numerics.md)")
+    p.add_argument("--stats", nargs="+", choices=EXTRAS, default=[], metavar="EXTRA",
+                   help="with --values stats, what to take beside the default statistics (NaN/Inf counts, min, max, "
+                   f"norm): {', '.join(EXTRAS)} (the mean, exact zero counts, a bitwise fingerprint; docs/numerics.md)")
     p.add_argument("--time", action="store_true",
                    help="measure each op's time (capture(timing=True)) after one warm-up forward run uncaptured, and "
                    "print the summary with each call's measured time, own time and share, then the total (docs/time.md)")
@@ -69,6 +72,8 @@ def run(argv: Sequence[str]) -> int:
     check_outputs(args.output)
     summary = args.summary or (args.time and not args.output and not args.tree)  # --time: the times are the summary's
     check_options(args, tree=(not args.output and not summary) or args.tree, summary=summary)
+    if args.stats and args.values != "stats":
+        raise CliError(f"--stats {' '.join(args.stats)} adds to the statistics of --values stats: add --values stats")
     spec = spec_from(args)
     torch.manual_seed(args.seed)
     model, inputs, kwargs = build_from(args)
@@ -77,7 +82,7 @@ def run(argv: Sequence[str]) -> int:
         print("dispatchtrace: --time: one warm-up forward ran uncaptured first, so one-time costs (allocations, "
               "kernel choice, lazy init) stay out of the measured times", file=sys.stderr)
     step = train_step if args.train else trace
-    graph = step(model, inputs, kwargs, name=args.model, values=args.values, timing=args.time)
+    graph = step(model, inputs, kwargs, name=args.model, values=args.values, stats=args.stats, timing=args.time)
     if args.phase == "backward" and not has_backward(graph):
         raise CliError("--phase backward: there is no backward phase in this capture; add --train to capture a training step")
     if graph.notes:  # what the capture could not see (a scripted module's calls): one line
@@ -133,11 +138,11 @@ def _nonfinite(graph: Graph) -> None:
 
 
 def trace(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
-          name: str = "the model", values: Values = "none", timing: bool = False) -> Graph:
-    """One captured forward pass ``model(*inputs, **kwargs)`` under ``torch.no_grad()`` (``timing``: each op timed);
-    a forward that raises becomes a ``CliError``."""
+          name: str = "the model", values: Values = "none", stats: Sequence[Extra] = (), timing: bool = False) -> Graph:
+    """One captured forward pass ``model(*inputs, **kwargs)`` under ``torch.no_grad()`` (``stats``: the extras of
+    ``values="stats"``; ``timing``: each op timed); a forward that raises becomes a ``CliError``."""
     try:
-        with torch.no_grad(), capture(model, values=values, timing=timing) as graph:
+        with torch.no_grad(), capture(model, values=values, stats=stats, timing=timing) as graph:
             model(*inputs, **(kwargs or {}))
     except Exception as e:
         raise forward_error(name, tensors(inputs, kwargs), e) from e
@@ -161,13 +166,14 @@ def loss_of(output: object) -> torch.Tensor:
 
 
 def train_step(model: torch.nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None, *,
-               name: str = "the model", values: Values = "none", timing: bool = False) -> Graph:
+               name: str = "the model", values: Values = "none", stats: Sequence[Extra] = (),
+               timing: bool = False) -> Graph:
     """One captured training step: forward, ``loss_of``, backward and ``torch.optim.SGD``'s step (the model in
     train mode; ``timing``: each op timed); a step that raises becomes a ``CliError``."""
     model.train()
     opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.01)
     try:
-        with capture(model, values=values, timing=timing) as graph:
+        with capture(model, values=values, stats=stats, timing=timing) as graph:
             loss_of(model(*inputs, **(kwargs or {}))).backward()
             opt.step()
             opt.zero_grad()

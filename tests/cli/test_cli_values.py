@@ -42,3 +42,19 @@ def test_values_stats_on_meta_is_a_note(capsys: pytest.CaptureFixture[str]) -> N
     assert cli.main(["coolcnn", "--values", "stats", "--device", "meta", "--depth", "1"]) == 0
     captured = capsys.readouterr()
     assert "meta or fake" in captured.err and "NaN" not in captured.out
+
+
+def test_stats_extras_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--stats mean zeros`` takes them beside the default statistics (saved with -o); without ``--values stats``
+    it is a one-line error that says what to add."""
+    out = tmp_path / "t.json"
+    assert cli.main(["coolcnn", "--values", "stats", "--stats", "mean", "zeros", "-o", str(out)]) == 0
+    rows = json.loads(out.read_text())["stats"]
+    mean, zeros = 8, 5  # (the row: tensor, numel, nan, posinf, neginf, zeros, min, max, mean, norm)
+    assert rows and all(r[mean] is not None and r[zeros] is not None for r in rows if r[1])
+    assert cli.main(["coolcnn", "--values", "stats", "-o", str(out)]) == 0
+    assert all(r[mean] is None and r[zeros] is None for r in json.loads(out.read_text())["stats"] if r[1])
+    capsys.readouterr()
+    assert cli.main(["coolcnn", "--stats", "mean"]) == 2
+    err = capsys.readouterr().err
+    assert "--stats mean adds to the statistics of --values stats: add --values stats" in err and len(err.splitlines()) == 1
