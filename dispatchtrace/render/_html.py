@@ -59,7 +59,7 @@ OP_FIELDS: tuple[tuple[str, str], ...] = (
     ("call", ""), ("name", ""), ("target", "s"), ("flags", ""), ("src", "s"), ("args", ""), ("outs", "s*"), ("phase", "s"))
 
 #: the page's own script files, in the order they are inlined (each one defines part of ``DT``)
-SCRIPTS = ("rows.js", "model.js", "stats.js", "layout.js", "draw.js", "map.js", "export.js", "panel.js", "main.js")
+SCRIPTS = ("rows.js", "model.js", "stats.js", "layout.js", "draw.js", "map.js", "export.js", "time.js", "panel.js", "main.js")
 
 #: the layout code that also runs in the page's Web Worker (with dagre), in its own script element
 WORKER = "group.js"

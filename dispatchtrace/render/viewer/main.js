@@ -94,6 +94,7 @@ DT.start = function () {
     });
   };
   panel.onLink = app.go;
+  panel.intro();
 
   app.highlight = function (dir) {  // everything upstream or downstream of the selection
     if (!app.selected) { traced.textContent = "select something first"; return; }

@@ -1,5 +1,5 @@
 // panel.js: the details of the selected item, the breadcrumbs, and search with next/previous.
-// reads: DT.Values DT.esc DT.statsText
+// reads: DT.Values DT.esc DT.percent DT.seconds DT.statsText DT.timeRanks
 // defines: DT.Panel DT.count DT.matches DT.patterns DT.search DT.translate
 "use strict";
 var DT = window.DT || (window.DT = {});
@@ -86,6 +86,45 @@ DT.Panel.prototype.values = function (t, n) {
           ["NaN/Inf", v.bad(t + n) ? '<span class="nonfinite">an op inside holds a NaN or Inf</span>' : null]];
 };
 
+// "where the time goes" for call or run key (time.js): its parts ranked by time, each a link with its time, its
+// share of key's time and, beside a measured time, its estimate; what the rows leave in one line; "" without times.
+// named: the heading names key (where no title above does).
+DT.Panel.prototype.ranks = function (key, named) {
+  var m = this.m, r = DT.timeRanks(m, key), self = this;
+  if (!r) return "";
+  var name = r.estimated ? "est_time" : "time", est = r.rows.some(function (x) { return x.est !== null; });
+  var row = function (what, v, share, text, estText, k) {
+    return "<tr" + (k ? ' data-key="' + k + '"' : ' class="rest"') + ' data-v="' + v + '"><td>' + what + '</td><td class="num">' +
+      DT.esc(text) + '</td><td class="num">' + DT.percent(share) + "</td>" +
+      (est ? '<td class="num est">' + (estText === null ? "" : "est " + DT.esc(estText)) + "</td>" : "") + "</tr>";
+  };
+  var rows = r.rows.map(function (x) {
+    var n = +x.key.slice(1), what = x.key[0] === "c" ? self.link(x.key, m.label(m.calls[n])) : self.link(x.key, m.ops[n].name);
+    return row(what, x.v, x.share, m.metricText(x.key, name), x.est === null ? null : m.metricText(x.key, "est_time"), x.key);
+  });
+  if (r.rest) rows.push(row(r.rest.count ? DT.count(r.rest.count, "more part") : "the rest (ops no view shows)", r.rest.v,
+                            r.rest.share, DT.seconds(r.rest.v), null, null));
+  var n = +key.slice(1), what = !named ? "" : " in " + (n === 0 ? "the capture" : DT.esc(key[0] === "f" ? m.runLabel(m.runOf[n]) : m.label(m.calls[n])));
+  return "<h4>where the time goes" + what + (r.estimated ? " (estimated)" : "") + '</h4><table class="ranks">' + rows.join("") + "</table>";
+};
+
+// Below the page's opening hint: where the time goes in the capture's one top call (or the capture), if it was timed
+// or estimated.
+DT.Panel.prototype.intro = function () {
+  var top = this.m.calls[0], key = top.calls.length === 1 && !top.ops.length ? "c" + top.calls[0] : "c0";
+  var html = this.ranks(key, true);
+  if (!html) return;
+  this.el.insertAdjacentHTML("beforeend", html);
+  this.bind();
+};
+
+DT.Panel.prototype.bind = function () {  // the links of what the panel shows
+  var self = this;
+  this.el.querySelectorAll("a[data-go]").forEach(function (a) {
+    a.addEventListener("click", function () { self.onLink(a.getAttribute("data-go")); });
+  });
+};
+
 DT.Panel.prototype.show = function (key) {
   var m = this.m, t = key[0], n = +key.slice(1), self = this, html;
   var args = function (s) { return DT.esc(s).replace(/\$(\d+)/g, function (_, k) { return "<code>" + DT.esc(m.p.s[+k]) + "</code>"; }); };
@@ -116,14 +155,12 @@ DT.Panel.prototype.show = function (key) {
     ].concat(this.values(t, n), this.metrics(key, "call"), [
       ["called from", c.src ? "<code>" + DT.esc(c.src) + "</code>" : null],
       ["contains", DT.count(c.calls.length, "call") + ", " + DT.count(c.ops.length, "op") + " directly"],
-    ]));
+    ])) + this.ranks(key);
   } else {
     html = "<h3>" + (t === "i" ? "input" : "output") + "</h3>" + this.rows([["tensors", DT.esc(t === "i" ? m.inputs[n] : m.outputs.join(", "))]]);
   }
   this.el.innerHTML = html;
-  this.el.querySelectorAll("a[data-go]").forEach(function (a) {
-    a.addEventListener("click", function () { self.onLink(a.getAttribute("data-go")); });
-  });
+  this.bind();
   this.trail(key);
 };
 
