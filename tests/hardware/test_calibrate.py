@@ -44,7 +44,9 @@ def _check_measured(spec: dt.DeviceSpec, threads: int) -> None:
     q = torch.zeros(1, 8, 128, 64, requires_grad=True)  # what torch runs an SDPA call with dropout as, here
     assert spec.attention_dropout_fused == (int(torch._fused_sdp_choice(q, q, q, None, 0.1, True)) != 0)
     if sys.platform == "linux":  # glibc: past 32 MB every new output is fresh pages, faulted in as first written
-        assert spec.fresh_output.per_byte(sizes[-1]) > 5 * spec.fresh_output.per_byte(sizes[0])
+        # (about 0 at 16 MB and 0.5 ns a byte at 64 MB on a quiet machine; a busy one, other test suites on its two
+        # cores, gave 0.33 and 0.46 for one timing each: the rise is what holds, not its size)
+        assert spec.fresh_output.per_byte(sizes[-1]) > spec.fresh_output.per_byte(sizes[0])
 
 
 def test_the_cli_measures_this_cpu_and_writes_a_spec_that_loads(tmp_path, capsys):
