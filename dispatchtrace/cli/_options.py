@@ -55,7 +55,7 @@ def add_model_arguments(p: argparse.ArgumentParser, *, device_help: str) -> None
 
 
 def add_view_arguments(p: argparse.ArgumentParser, *, summary: bool = False) -> None:
-    """--depth, --ops, --noise, --at and --statements: what the tree (and each ``-o`` file) shows."""
+    """--depth, --ops, --noise, --at, --statements, --metrics and --phase: what the tree (and each ``-o`` file) shows."""
     p.add_argument("--depth", type=parse_depth, default=None, metavar="N|auto|ops|all",
                    help="open module calls down to depth N (the model's call is 0); auto: a readable depth; ops: every op; "
                    f"all: every call (see docs/cli.md); default: all for the tree{' and summary' if summary else ''}, "
@@ -68,6 +68,9 @@ def add_view_arguments(p: argparse.ArgumentParser, *, summary: bool = False) -> 
                    "layer1.0.relu#2); --depth counts from it")
     p.add_argument("--statements", action="store_true",
                    help="group the items of each call under the source line that issued them (main_path = self.pool(...))")
+    p.add_argument("--metrics", nargs="+", default=None, metavar="NAME",
+                   help="write these metrics on each line of the tree: time, est_time, flops, ... (the names of "
+                   "dt.views.metrics(g), docs/cli.md); a time metric needs --time, an estimate's --estimate")
     p.add_argument("--phase", choices=["forward", "backward", "all"], default="forward",
                    help="of a training step: the forward ops (default), the backward ops under the forward call they "
                    "belong to, or both (docs/training.md)")
@@ -117,16 +120,17 @@ def check_outputs(paths: Sequence[str]) -> None:
 
 
 def tree_of(graph: Graph, depth: Depth | None, *, ops: bool = False, noise: bool = False, at: str | None = None,
-            statements: bool = False, phase: PhaseView = "forward") -> Tree:
-    """``graph.tree(...)`` (``depth`` not given: ``"all"``) with an unknown or ambiguous ``at`` label as a ``CliError``."""
+            statements: bool = False, phase: PhaseView = "forward", metrics: Sequence[str] | None = None) -> Tree:
+    """``graph.tree(...)`` (``depth`` not given: ``"all"``) with an unknown or ambiguous ``at`` label, or a metric
+    that is unknown or does not apply, as a ``CliError``."""
     try:
         return graph.tree("all" if depth is None else depth, ops=ops, noise=noise, at=at, statements=statements,
-                          phase=phase)
+                          phase=phase, metrics=metrics or ())
     except (ValueError, KeyError) as e:
         raise CliError(str(e.args[0]) if e.args else str(e)) from e
 
 
-VIEW_OPTIONS = ("depth", "ops", "noise", "at", "statements", "phase")
+VIEW_OPTIONS = ("depth", "ops", "noise", "at", "statements", "metrics", "phase")
 """The view options (``add_view_arguments``): what the printed tree takes, and each ``-o`` format as far
 as its options class declares them (``render/_formats.py``)."""
 SUMMARY_OPTIONS = ("depth", "phase")
@@ -179,7 +183,7 @@ def check_options(args: argparse.Namespace, *, tree: bool, summary: bool = False
         files = ", ".join(args.output)
         shown = "the summary" if summary else "nothing printed"
         raise CliError(f"{' and '.join(idle)} would change nothing: {shown} and none of {files} uses {them} "
-                       "(--at, --ops and --statements shape the tree: add --tree or -o FILE.txt; .json holds the whole "
+                       "(--at, --ops, --statements and --metrics shape the tree: add --tree or -o FILE.txt; .json holds the whole "
                        "capture)")
 
 

@@ -92,7 +92,7 @@ def run(argv: Sequence[str]) -> int:
         print(graph.summary("all" if args.depth is None else args.depth, phase=args.phase))
     if (not args.output and not summary) or args.tree:
         print(tree_of(graph, args.depth, ops=args.ops, noise=args.noise, at=args.at, statements=args.statements,
-                      phase=args.phase))
+                      phase=args.phase, metrics=args.metrics))
     write_outputs(graph, args, stdout=not (args.tree or summary))
     if estimate is not None:
         print(estimate)

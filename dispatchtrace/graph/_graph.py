@@ -15,7 +15,7 @@ __all__ = ["Graph"]
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
     import graphviz
@@ -121,11 +121,12 @@ class Graph:
         return collapse(self, depth, predicate=predicate, fold=fold, params=params, noise=noise, phase=phase)
 
     def tree(self, depth: Depth = "all", *, ops: bool = False, noise: bool = False, at: str | Call | None = None,
-             statements: bool = False, phase: PhaseView = "forward") -> Tree:
-        """Nested box-drawing tree of calls, ops and parallel branches; see ``views/_tree.py``."""
+             statements: bool = False, phase: PhaseView = "forward", metrics: str | Sequence[str] = ()) -> Tree:
+        """Nested box-drawing tree of calls, ops and parallel branches (``metrics``: the registry's metrics to write
+        on each line, ``("time", "est_time")``); see ``views/_tree.py``."""
         from ..views import tree
 
-        return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase)
+        return tree(self, depth, ops=ops, noise=noise, at=at, statements=statements, phase=phase, metrics=metrics)
 
     def to_dot(self, depth: Depth = "auto", **options: Unpack[DotOptions]) -> graphviz.Digraph:
         """A ``graphviz.Digraph`` of the collapsed graph; the options (``DotOptions``: ``predicate``, ``fold``,
@@ -141,7 +142,7 @@ class Graph:
         """Write a diagram, the tree, the viewer or the capture to ``path``, the format from its suffix or
         ``format=``; returns the path written. Each format declares its own options (``RenderOptions``: ``depth``,
         ``predicate``, ``fold``, ``params``, ``noise``, ``rankdir``, ``edge_labels``, ``max_nodes``, ``title``,
-        ``source``, ``layout``, ``phase``, ``force``, ``ops``, ``at``, ``statements``, ``estimate``; ``render/_files.py`` says
+        ``source``, ``layout``, ``phase``, ``force``, ``ops``, ``at``, ``statements``, ``metrics``, ``estimate``; ``render/_files.py`` says
         which format takes which): one it does not take is a ``ValueError`` naming the formats that do."""
         from ..render import render
 

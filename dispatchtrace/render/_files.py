@@ -49,7 +49,7 @@ def render(subject: Graph | Diff | Mapping[int, Graph], path: str | os.PathLike[
     >>> render(g, "lin.txt", rankdir="LR")
     Traceback (most recent call last):
     ...
-    ValueError: the tree format (.txt) takes no rankdir (svg, pdf, png, dot take it); it takes depth, ops, noise, at, statements, phase
+    ValueError: the tree format (.txt) takes no rankdir (svg, pdf, png, dot take it); it takes depth, ops, noise, at, statements, phase, metrics
     """
     fmt = format_of(path, format, subject_of(subject))
     chosen = fmt.options_from(options)

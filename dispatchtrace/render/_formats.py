@@ -95,7 +95,7 @@ class Format(Generic[OptionsT]):
         >>> get("tree").options_from({"rankdir": "LR"})
         Traceback (most recent call last):
         ...
-        ValueError: the tree format (.txt) takes no rankdir (svg, pdf, png, dot take it); it takes depth, ops, noise, at, statements, phase
+        ValueError: the tree format (.txt) takes no rankdir (svg, pdf, png, dot take it); it takes depth, ops, noise, at, statements, phase, metrics
         """
         names = option_names(self)
         foreign = [k for k in values if k not in names]

@@ -5,12 +5,13 @@ checks every keyword against them at run time); these two spell the same names a
 signatures (``g.render(path, **options: Unpack[RenderOptions])``), and ``tests/render/test_options.py``
 fails when they drift apart: a new option is one field in its options class and one line here.
 
->>> sorted(DotOptions.__annotations__) == sorted(set(RenderOptions.__annotations__) - {"depth", "force", "ops", "at", "statements", "estimate"})
+>>> sorted(DotOptions.__annotations__) == sorted(set(RenderOptions.__annotations__) - {"depth", "force", "ops", "at", "statements", "metrics", "estimate"})
 True
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypedDict
 
 from ..graph import Call, Depth, PhaseView
@@ -45,4 +46,5 @@ class RenderOptions(DotOptions, total=False):
     ops: bool
     at: str | Call | None
     statements: bool
+    metrics: str | Sequence[str]
     estimate: Any

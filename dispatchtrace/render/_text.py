@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,8 +22,11 @@ class TreeOptions:
     at: str | Call | None = None
     statements: bool = False
     phase: PhaseView = "forward"
+    metrics: str | Sequence[str] = ()
 
 
 def tree_text(graph: Graph, o: TreeOptions) -> bytes:
     """The tree as printed, with a final newline."""
-    return f"{tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements, phase=o.phase)}\n".encode()
+    shown = tree(graph, o.depth, ops=o.ops, noise=o.noise, at=o.at, statements=o.statements, phase=o.phase,
+                 metrics=o.metrics)
+    return f"{shown}\n".encode()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,6 +16,7 @@ from ._noise import OutputKeys, is_noise, output_keys
 from ._phases import phase_graph
 from ._query import resolve
 from ._statements import Statements, key, label, owner, statement_runs, where
+from ._tree_metrics import Numbers, chosen, numbers
 
 TreeNodeKind = Literal["call", "op", "parallel", "branch", "skip", "statement"]
 
@@ -37,11 +38,13 @@ class TreeNode:
     op: Op | None = None
     where: str = ""
     source: Any = None
+    numbers: str = ""
 
     @property
     def line(self) -> str:
-        """``max_pool#2 (MaxPool2d)  f32[1, 32, 8, 8]`` plus a note such as ``joins 2 branches``."""
-        return "  ".join(p for p in (self.text, self.shape, self.where, self.note and f"({self.note})") if p)
+        """``max_pool#2 (MaxPool2d)  f32[1, 32, 8, 8]`` plus a note such as ``joins 2 branches`` (and the metrics
+        asked for: ``Time: 1.2 ms``)."""
+        return "  ".join(p for p in (self.text, self.shape, self.numbers, self.where, self.note and f"({self.note})") if p)
 
     def walk(self) -> Iterator[TreeNode]:
         """This node and every node below it, in printing order."""
@@ -98,7 +101,8 @@ def _draw(node: TreeNode, prefix: str, out: list[str]) -> None:
 
 
 def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool = False,
-         at: str | Call | None = None, statements: bool = False, phase: PhaseView = "forward") -> Tree:
+         at: str | Call | None = None, statements: bool = False, phase: PhaseView = "forward",
+         metrics: str | Sequence[str] = ()) -> Tree:
     """The calls of ``graph`` as a tree, opened down to ``depth`` (see ``graph/_depth.py``).
 
     ``depth`` counts from the model's call (0), or from the ``at=`` call when given; ``"auto"``
@@ -119,7 +123,9 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     statement is labelled by it. A sub-call whose own ``forward`` is user code has no known
     statement and stays alone (see ``views/_statements.py``). ``phase`` shows a training step's
     forward, backward (each op under the forward call it belongs to) or both, ops outside the
-    forward then marked ``[backward]`` (see ``views/_phases.py``).
+    forward then marked ``[backward]`` (see ``views/_phases.py``). ``metrics`` names metrics of the registry
+    (``"time"``, ``"est_time"``, ``"flops"``: ``dt.views.metrics(g)`` lists those that apply) to write on each
+    call's line, and on each op's line where the metric has an op computation (``views/_tree_metrics.py``).
 
     >>> import torch, dispatchtrace as dt
     >>> class Net(torch.nn.Module):
@@ -142,8 +148,10 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     check_depth(depth)
     if not isinstance(noise, bool):
         raise ValueError(f"noise must be True (show bookkeeping ops) or False (hide them), not {noise!r}")
+    picked = chosen(graph, metrics)
     graph = phase_graph(graph, phase)
     root = _root(graph) if at is None else resolve(graph, at)
+    written = numbers(graph, picked) if picked else None
     stmts = Statements() if statements else None
     outputs = output_keys(graph)
 
@@ -151,7 +159,7 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
 
     def build(levels: int | None) -> Tree:
         limit = None if levels is None else max(root.depth, 0) + levels
-        return Tree(_TreeBuilder(limit, ops or depth == "ops" or leaf, noise, outputs, stmts).call(root))
+        return Tree(_TreeBuilder(limit, ops or depth == "ops" or leaf, noise, outputs, stmts, written).call(root))
 
     if depth == "auto":
         deepest = max((c.depth for c in root.walk() if isinstance(c, Call)), default=max(root.depth, 0))
@@ -176,8 +184,10 @@ def _leaf_call(call: Call) -> bool:
 class _TreeBuilder:
     """One tree: which calls are open, which ops are shown, and the nodes for them."""
 
-    def __init__(self, depth: int | None, ops: bool, noise: bool, outputs: OutputKeys, stmts: Statements | None = None) -> None:
+    def __init__(self, depth: int | None, ops: bool, noise: bool, outputs: OutputKeys, stmts: Statements | None = None,
+                 numbers: Numbers | None = None) -> None:
         self.depth, self.ops, self.noise, self.outputs, self.stmts = depth, ops, noise, outputs, stmts
+        self.numbers = numbers
 
     def keep(self, op: Op) -> bool:
         return self.noise or not is_noise(op, self.outputs)
@@ -193,7 +203,8 @@ class _TreeBuilder:
             children = self.flat(call)
         else:
             children = ()
-        return TreeNode("call", call_label(call), _shapes(call.outputs), note, children, call=call)
+        return TreeNode("call", call_label(call), _shapes(call.outputs), note, children, call=call,
+                        numbers=self.numbers(call) if self.numbers else "")
 
     def flat(self, call: Call) -> tuple[TreeNode, ...]:
         """The ops of a closed call in order; with statements, grouped by line and the call whose code has it."""
@@ -210,7 +221,7 @@ class _TreeBuilder:
         text = f"{op.short} %{op.name}" if named else op.short
         if op.phase != "forward":
             text += f" [{op.phase}]"
-        return TreeNode("op", text, _shapes(op.outputs), note, op=op)
+        return TreeNode("op", text, _shapes(op.outputs), note, op=op, numbers=self.numbers(op) if self.numbers else "")
 
     def node(self, child: Child, note: str = "", named: bool = False) -> TreeNode:
         return self.call(child, note) if isinstance(child, Call) else self.op(child, note, named)

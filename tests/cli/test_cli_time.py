@@ -66,3 +66,19 @@ def test_time_on_meta_is_a_note(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["coolcnn", "--time", "--device", "meta", "--depth", "0"]) == 0
     captured = capsys.readouterr()
     assert "ops ran on meta or fake tensors" in captured.err and "measured time" not in captured.out
+
+
+def test_metrics_on_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--metrics time`` writes each call's time on its line of the tree (and of ``-o tree.txt``); without ``--time``
+    it is a one-line error saying what applies; with only a diagram it would change nothing: an error too."""
+    assert cli.main(["coolcnn", "--time", "--tree", "--depth", "1", "--metrics", "time", "flops",
+                     "-o", str(tmp_path / "t.txt")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "initial_conv (Conv2d)" in x)
+    assert re.search(r"  Time: \d+(\.\d+)? (s|ms|µs), FLOPs: [\d.]+ [kMG]FLOPs$", line), line
+    assert re.search(r"initial_conv \(Conv2d\)  f32\[1, 16, 32, 32\]  Time: .*, FLOPs: ", (tmp_path / "t.txt").read_text())
+    assert cli.main(["coolcnn", "--depth", "1", "--metrics", "time"]) == 2
+    err = capsys.readouterr().err
+    assert "'time' does not apply to this capture" in err and "--time" in err and len(err.splitlines()) == 1
+    assert cli.main(["coolcnn", "--estimate", "h100", "--metrics", "est_time", "-o", str(tmp_path / "c.svg")]) == 2
+    assert "--metrics would change nothing" in capsys.readouterr().err
