@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # measured by hand (pytest's own summary line); update it when the zoo grows
 SLOW = [
     "The slow tests run in CI (`scripts/test.sh`: `pytest -m \"slow or not slow\"`, everything). Measured on",
-    "the 2-core machine in this revision's tree: 1,177 fast tests (15 of them skip: 14 `cuda`, no GPU) in 2.1 min and 588 slow ones (the real gloo runs,",
-    "browser pages, Model Explorer, HTA and Chakra included; 1 skips) in 12.6 min, then the fast suite on torch 2.13.0 in about 4 min (`scripts/test-torch.sh`, its own venv); CI on a clean clone of the previous revision took 20 min, set-up included. Only the",
+    "the 2-core machine in this revision's tree: 1,185 fast tests (15 of them skip: 14 `cuda`, no GPU) in 2.4 min and 592 slow ones (the real gloo runs,",
+    "browser pages, Model Explorer, HTA and Chakra included; 1 skips) in 13.1 min, then the fast suite on torch 2.13.0 in about 4 min (`scripts/test-torch.sh`, its own venv); CI on a clean clone of the previous revision took 20 min, set-up included. Only the",
     "library models: `pytest -m slow tests/test_zoo.py tests/views/test_views_zoo.py -k \"hf or timm or checkpoint\"`.",
     "The *capture / plain* column is timing, not a check: with few pairs or a busy machine it is noise;",
     "`docs/benchmarks.md` has the capture overhead measured on a quiet machine.",
