@@ -62,17 +62,17 @@ class Efficiency:
         ``shape`` when the curve has rows and the shape is given (``None``: ``points``)."""
         rows = self.by_shape
         if not rows or shape is None or not shape > 0:
-            return _along(self.points, size)
+            return along(self.points, size)
         if shape <= rows[0][0]:
-            return _along(rows[0][1], size)
+            return along(rows[0][1], size)
         if shape >= rows[-1][0]:
-            return _along(rows[-1][1], size)
+            return along(rows[-1][1], size)
         x = math.log10(shape)
         for (s0, p0), (s1, p1) in zip(rows, rows[1:], strict=False):
             if shape <= s1:
-                f0, f1 = _along(p0, size), _along(p1, size)
+                f0, f1 = along(p0, size), along(p1, size)
                 return f0 + (f1 - f0) * (x - math.log10(s0)) / (math.log10(s1) - math.log10(s0))
-        return _along(rows[-1][1], size)  # pragma: no cover (the loop always returns)
+        return along(rows[-1][1], size)  # pragma: no cover (the loop always returns)
 
     @classmethod
     def flat(cls, fraction: float) -> Efficiency:
@@ -113,7 +113,7 @@ def _checked(raw: object) -> tuple[tuple[float, float], ...]:
     return points
 
 
-def _along(points: tuple[tuple[float, float], ...], size: float) -> float:
+def along(points: tuple[tuple[float, float], ...], size: float) -> float:
     """Piecewise-linear in log10(size) between the points, flat beyond the first and the last."""
     if size <= points[0][0]:
         return points[0][1]

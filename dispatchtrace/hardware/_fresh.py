@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ._efficiency import along
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,17 +55,8 @@ class FreshOutput:
         object.__setattr__(self, "points", tuple(points))
 
     def per_byte(self, nbytes: float) -> float:
-        """Seconds per byte for an output of ``nbytes``."""
-        points = self.points
-        if nbytes <= points[0][0]:
-            return points[0][1]
-        if nbytes >= points[-1][0]:
-            return points[-1][1]
-        x = math.log10(nbytes)
-        for (s0, r0), (s1, r1) in zip(points, points[1:], strict=False):
-            if nbytes <= s1:
-                return r0 + (r1 - r0) * (x - math.log10(s0)) / (math.log10(s1) - math.log10(s0))
-        return points[-1][1]  # pragma: no cover (the loop always returns)
+        """Seconds per byte for an output of ``nbytes`` (read along the points as an efficiency curve is)."""
+        return along(self.points, nbytes)
 
     def seconds(self, nbytes: float) -> float:
         """Seconds a new output of ``nbytes`` costs beyond its bytes moved."""
