@@ -151,7 +151,7 @@ def tree(graph: Graph, depth: Depth = "all", *, ops: bool = False, noise: bool =
     picked = chosen(graph, metrics)
     graph = phase_graph(graph, phase)
     root = _root(graph) if at is None else resolve(graph, at)
-    written = numbers(graph, picked) if picked else None
+    written = numbers(graph, picked)
     stmts = Statements() if statements else None
     outputs = output_keys(graph)
 
@@ -184,8 +184,8 @@ def _leaf_call(call: Call) -> bool:
 class _TreeBuilder:
     """One tree: which calls are open, which ops are shown, and the nodes for them."""
 
-    def __init__(self, depth: int | None, ops: bool, noise: bool, outputs: OutputKeys, stmts: Statements | None = None,
-                 numbers: Numbers | None = None) -> None:
+    def __init__(self, depth: int | None, ops: bool, noise: bool, outputs: OutputKeys, stmts: Statements | None,
+                 numbers: Numbers) -> None:
         self.depth, self.ops, self.noise, self.outputs, self.stmts = depth, ops, noise, outputs, stmts
         self.numbers = numbers
 
@@ -204,7 +204,7 @@ class _TreeBuilder:
         else:
             children = ()
         return TreeNode("call", call_label(call), _shapes(call.outputs), note, children, call=call,
-                        numbers=self.numbers(call) if self.numbers else "")
+                        numbers=self.numbers(call))
 
     def flat(self, call: Call) -> tuple[TreeNode, ...]:
         """The ops of a closed call in order; with statements, grouped by line and the call whose code has it."""
@@ -221,7 +221,7 @@ class _TreeBuilder:
         text = f"{op.short} %{op.name}" if named else op.short
         if op.phase != "forward":
             text += f" [{op.phase}]"
-        return TreeNode("op", text, _shapes(op.outputs), note, op=op, numbers=self.numbers(op) if self.numbers else "")
+        return TreeNode("op", text, _shapes(op.outputs), note, op=op, numbers=self.numbers(op))
 
     def node(self, child: Child, note: str = "", named: bool = False) -> TreeNode:
         return self.call(child, note) if isinstance(child, Call) else self.op(child, note, named)

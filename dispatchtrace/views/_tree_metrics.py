@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Callable, Sequence
 
 from ..graph import Call, Graph, Op
-from ._metrics import Metric, all_metrics, capture_of, metrics
+from ._metrics import Metric, all_metrics, metrics
 
 Numbers = Callable[[Call | Op], str]
 
@@ -31,7 +31,7 @@ def chosen(graph: Graph, names: str | Sequence[str]) -> tuple[Metric, ...]:
     """
     names = (names,) if isinstance(names, str) else tuple(names)
     known = {m.name: m for m in all_metrics()}
-    applies = [m.name for m in metrics(capture_of(graph))]
+    applies = [m.name for m in metrics(graph)]
     for name in names:
         if name not in known:
             near = difflib.get_close_matches(name, list(known), n=1)
@@ -48,7 +48,7 @@ def chosen(graph: Graph, names: str | Sequence[str]) -> tuple[Metric, ...]:
 def numbers(graph: Graph, picked: tuple[Metric, ...]) -> Numbers:
     """What a call's or an op's line shows of ``picked``: ``Time: 9.72 ms, FLOPs: 822 M`` (as the summary writes each
     value), computed on ``graph`` (a phase view, as the summary computes it); an op leaves out the metrics that
-    have no op computation."""
+    have no op computation; nothing picked, nothing written."""
 
     def text(x: Call | Op) -> str:
         parts = []
