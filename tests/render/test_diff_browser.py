@@ -78,7 +78,8 @@ def test_first_departure_is_marked_and_jumped_to(browser: object, tmp_path: Path
     p.close()
 
 
-def test_bf16_casts_are_marked_inside_aligned_calls(browser: object, tmp_path: Path, shots: Path) -> None:
+def bf16_diff() -> dt.views.Diff:
+    """Two Blocks in float32 against the same under bf16 autocast (stats only): the casts autocast adds in each."""
     torch.manual_seed(0)
     model = nn.Sequential(Block(), Block()).eval()
     x = torch.randn(2, 6, 32, generator=torch.Generator().manual_seed(1))
@@ -87,7 +88,11 @@ def test_bf16_casts_are_marked_inside_aligned_calls(browser: object, tmp_path: P
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), dt.capture(model, values="stats") as g:
             model(x)
         graphs.append(g)
-    d = dt.diff(*graphs, rtol=1e-3, atol=1e-5)
+    return dt.diff(*graphs, rtol=1e-3, atol=1e-5)
+
+
+def test_bf16_casts_are_marked_inside_aligned_calls(browser: object, tmp_path: Path, shots: Path) -> None:
+    d = bf16_diff()
     dt.write_diff(d, tmp_path / "bf16.html")
     p = open_page(browser, tmp_path / "bf16.html")
     p.page.click("#open-all")
@@ -171,15 +176,7 @@ def test_errors_within_tolerance_are_not_coloured_as_departures(browser: object,
 
 
 def test_counts_are_calls_as_the_report_counts_them_and_the_cast_is_named(browser: object, tmp_path: Path) -> None:
-    torch.manual_seed(0)
-    model = nn.Sequential(Block(), Block()).eval()
-    x = torch.randn(2, 6, 32, generator=torch.Generator().manual_seed(1))
-    graphs = []
-    for bf16 in (False, True):
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16), dt.capture(model, values="stats") as g:
-            model(x)
-        graphs.append(g)
-    d = dt.diff(*graphs, rtol=1e-3, atol=1e-5)
+    d = bf16_diff()
     n = d.counts
     assert n["calls"] == len(d.structural) == 4 and n["added"] > n["calls"]  # 4 Linear calls, several casts in each
     assert f"structure: {n['calls']} calls differ ({n['added']} ops added)" in str(d)
