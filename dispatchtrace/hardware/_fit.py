@@ -77,16 +77,20 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
 
     def best(mine: list[Sample]) -> float:
         steady = [s for s in mine if s.seconds >= 10 * included] or mine
-        return float(f"{max(s.size / busy(s) for s in steady):.4g}")
+        return max(s.size / busy(s) for s in steady)
 
-    peaks = {dtype: best([s for s in samples if s.op_class == "matmul" and s.dtype == dtype])
+    # the curves divide by the best rates as measured, so the best sample's point is 1.0 exactly; the spec keeps
+    # them rounded to 4 digits (up to 5e-4 off: 1.0005e11 is 1.001e11)
+    exact = {dtype: best([s for s in samples if s.op_class == "matmul" and s.dtype == dtype])
              for dtype in dict.fromkeys(s.dtype for s in samples if s.op_class == "matmul")}
-    bandwidth = best([s for s in samples if s.op_class not in (*COMPUTE, "fresh", "written") and s.typical])
+    peaks = {dtype: _digits(rate) for dtype, rate in exact.items()}
+    exact_bandwidth = best([s for s in samples if s.op_class not in (*COMPUTE, "fresh", "written") and s.typical])
+    bandwidth = _digits(exact_bandwidth)
     compute: dict[str, Efficiency] = {}
     for op_class in COMPUTE:
         mine = [s for s in samples if s.op_class == op_class and s.dtype == primary]
         if mine:
-            fractions = [(s.size, s.size / busy(s) / peaks[primary], s.step) for s in mine]
+            fractions = [(s.size, s.size / busy(s) / exact[primary], s.step) for s in mine]
             rows: dict[float, list[tuple[float, float, int]]] = {}
             for s, point in zip(mine, fractions, strict=True):
                 if s.shape is not None:
@@ -100,12 +104,12 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
     for op_class in ("elementwise", "copy", "reduction", "pooling"):
         mine = [s for s in samples if s.op_class == op_class and s.typical]
         if mine:
-            memory_curves[op_class] = _curve([(s.size, s.size / busy(s) / bandwidth, s.step) for s in mine])
+            memory_curves[op_class] = _curve([(s.size, s.size / busy(s) / exact_bandwidth, s.step) for s in mine])
     memory_curves["other"] = memory_curves["elementwise"]
     kernels: dict[str, Efficiency] = {}
     for aten in dict.fromkeys(s.aten for s in samples if s.aten and s.op_class not in (*COMPUTE, "fresh", "written")):
         mine = [s for s in samples if s.aten == aten]
-        kernels[aten] = _curve([(s.size, s.size / busy(s) / bandwidth, s.step) for s in mine])
+        kernels[aten] = _curve([(s.size, s.size / busy(s) / exact_bandwidth, s.step) for s in mine])
     for op_class in COMPUTE:  # their compute curves hold all that slows them: the bandwidth side is the roofline
         memory_curves[op_class] = Efficiency.flat(1.0)
     sources = {field: source for field in ("peak_flops", "memory_bandwidth", "launch_overhead", "compute_efficiency",
@@ -121,11 +125,15 @@ def fit(samples: Sequence[Sample], *, name: str, title: str, overhead: float, me
                       sources=sources)
 
 
+def _digits(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
 def _fresh(samples: Sequence[Sample]) -> FreshOutput | None:
     """Seconds per byte of a new output by its size: at each step, ``add`` into a new tensor less ``add`` into one
     written before, over the output's bytes (at least 0: below the allocator's threshold the two are one kernel)."""
     written = {s.step: s for s in samples if s.op_class == "written"}
-    points = sorted((s.size, float(f"{max(s.seconds - written[s.step].seconds, 0.0) / s.size:.4g}"))
+    points = sorted((s.size, _digits(max(s.seconds - written[s.step].seconds, 0.0) / s.size))
                     for s in samples if s.op_class == "fresh" and s.step in written)
     return FreshOutput(points=tuple(points)) if points else None
 
@@ -138,8 +146,8 @@ def _curve(points: Sequence[tuple[float, float, int]]) -> Efficiency:
         steps.setdefault(step, []).append((size, fraction))
     merged: list[tuple[float, float]] = []
     for group in steps.values():
-        size = float(f"{math.exp(sum(math.log(s) for s, _ in group) / len(group)):.4g}")
-        fraction = float(f"{min(max(statistics.median(f for _, f in group), 1e-4), 1.0):.4g}")
+        size = _digits(math.exp(sum(math.log(s) for s, _ in group) / len(group)))
+        fraction = _digits(min(max(statistics.median(f for _, f in group), 1e-4), 1.0))
         merged.append((size, fraction))
     out: list[tuple[float, float]] = []
     for size, fraction in sorted(merged):

@@ -25,8 +25,10 @@ def _check_measured(spec: dt.DeviceSpec, threads: int) -> None:
         assert len(spec.compute_efficiency[op_class].points) >= 3
     for op_class in ("elementwise", "copy", "reduction", "pooling"):
         assert len(spec.memory_efficiency[op_class].points) >= 5
-    # the peak is one of its points (both rounded to 4 digits: 0.9999 is the peak too)
-    assert max(f for _, f in spec.compute_efficiency["matmul"].points) == pytest.approx(1.0, abs=2e-4)
+    # the peak is one of its points: the curve divides by the best rate as measured, not by the peak's 4 digits
+    # (1.0005e11 kept as 1.001e11 put the top point at 0.9995; CI once read 0.9997)
+    assert max(f for _, f in spec.compute_efficiency["matmul"].points) == 1.0
+    assert max(f for curve in spec.memory_efficiency.values() for _, f in curve.points) == 1.0
     source = spec.sources["peak_flops"]
     assert source.startswith("measured by dispatchtrace calibrate on ") and f"torch {torch.__version__}" in source
     assert f", {threads} thread(s)" in source
