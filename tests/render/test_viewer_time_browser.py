@@ -64,11 +64,16 @@ def test_the_page_opens_with_the_model_ranked_by_measured_time(browser: object, 
         assert r["cells"][1:] == [seconds(c.time), percent(c.time / top.time)]
     assert rest["v"] == pytest.approx(top.time - sum(c.time for c in expected), rel=1e-9)
     assert rest["cells"][2] == percent(rest["v"] / top.time)
-    p.page.click(f'#details a[data-go="{listed[0]["key"]}"]')  # a rank's link selects its part
+    # a rank's link selects its part: the wide block's (64x the others' work, nearly always first, but a
+    # preempted Linear can outlast it on a busy machine: CI once ranked one first)
+    block = next(c for c in top.children if isinstance(c, dt.Call) and c.type == "Sequential")
+    key = next(k for k, c in by_key.items() if c is block)
+    assert key in [r["key"] for r in listed]
+    p.page.click(f'#details a[data-go="{key}"]')
     p.idle()
-    assert p.page.inner_text("#details h3") == expected[0].label
+    assert p.page.inner_text("#details h3") == block.label
     inner = ranks(p)  # the block's own ranks: its Linear, ReLU, Linear, by time, all listed
-    assert {r["key"] for r in inner} <= {f"c{i}" for i, c in enumerate(timed.calls, 1) if c.parent is expected[0]} | {None}
+    assert {r["key"] for r in inner} <= {f"c{i}" for i, c in enumerate(timed.calls, 1) if c.parent is block} | {None}
     assert [r["v"] for r in inner if r["key"]] == sorted((r["v"] for r in inner if r["key"]), reverse=True)
     assert len([r for r in inner if r["key"]]) == 3
     p.close()
