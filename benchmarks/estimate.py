@@ -1,6 +1,6 @@
 """Estimated against measured time on this CPU, one thread, in one run: calibrate, a timed capture, the estimate.
 
-Run: .venv/bin/python benchmarks/estimate.py [--device cpu|cuda] [--quick] [--repeat 3] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
+Run: .venv/bin/python benchmarks/estimate.py [--device cpu|cuda] [--quick] [--repeat 3] [--rounds 1] [--rows resnet50 vit_b_16 gpt2] [--spec spec.json] [--decoder 64]
 
 1. ``dt.DeviceSpec.calibrate("cpu", threads=1)`` measures this machine (what ``dispatchtrace calibrate`` runs),
    unless ``--spec`` gives a spec file it wrote.
@@ -13,7 +13,12 @@ Run: .venv/bin/python benchmarks/estimate.py [--device cpu|cuda] [--quick] [--re
 4. The same ops by ``torch.utils._runtime_estimation``'s formulas with the same calibrated peak and bandwidth
    (compute ``flops / 2 / (0.75 peak)`` by the output dtype for ops in its FLOP registry, transfer ``bytes / bandwidth``
    of every input and output, the larger of the two, nothing for views and creation ops, no launch cost).
-5. ``--decoder N``: the seconds ``g.estimate`` takes on the N-layer Llama-405B-shaped decoder on meta
+5. ``--rounds R``: steps 1-3 R times over in this one process, interleaved (calibrate, then each model's captures,
+   then calibrate again ...; each model built and warmed up once), each round's estimate made with its own
+   calibration; per call and for the total, the median of the rounds' ratios and their range. A shared machine's
+   speed moves by 10-30% over tens of seconds (one calibration, or one model's captures, can fall in a slow
+   stretch): the median over rounds is the estimate's accuracy, the range the machine's noise.
+6. ``--decoder N``: the seconds ``g.estimate`` takes on the N-layer Llama-405B-shaped decoder on meta
    (``benchmarks/overhead.py``'s; 64 layers is about 12k ops), median of 3.
 
 ``--device cuda`` does the same on a GPU (calibrate and the timed captures with CUDA events), for
@@ -131,10 +136,9 @@ def upstream_total(g: dt.Graph, spec: dt.DeviceSpec) -> float:
     return total
 
 
-def row(name: str, spec: dt.DeviceSpec, repeat: int = 3, device: str = "cpu") -> dict[str, Any]:
-    model, run = ROWS[name](device)
-    for _ in range(2):
-        run()
+def row(name: str, spec: dt.DeviceSpec, repeat: int = 3, device: str = "cpu",
+        built: tuple[torch.nn.Module, Callable[[], Any]] | None = None) -> dict[str, Any]:
+    model, run = built or warmed(name, device)
     g = least_times(model, run, repeat)
     t0 = time.perf_counter()
     est = g.estimate(spec)
@@ -149,6 +153,61 @@ def row(name: str, spec: dt.DeviceSpec, repeat: int = 3, device: str = "cpu") ->
     calls.sort(key=lambda c: -c[2])
     return {"name": name, "ops": len(g.ops), "graph": g, "est": est, "total": est.total, "measured": measured,
             "calls": calls, "upstream": upstream_total(g, spec), "seconds": seconds, "tops": tops}
+
+
+def warmed(name: str, device: str) -> tuple[torch.nn.Module, Callable[[], Any]]:
+    """The model and its run, after two uncaptured runs (warm-up)."""
+    model, run = ROWS[name](device)
+    for _ in range(2):
+        run()
+    return model, run
+
+
+def report_rounds(name: str, rounds: list[dict[str, Any]]) -> None:
+    """The median over rounds of each ratio (a call's, the total's), with the rounds' range: ``--rounds``."""
+    first = rounds[0]
+    labels = [c.label for c in first["graph"].calls]
+    for r in rounds[1:]:
+        if [c.label for c in r["graph"].calls] != labels:
+            raise SystemExit(f"{name}: the rounds' captures differ in their calls; cannot line them up")
+    totals = [r["total"] / r["measured"] for r in rounds]
+    upstream = [r["upstream"] / r["measured"] for r in rounds]
+    measured = statistics.median(r["measured"] for r in rounds)
+    rows = []
+    for i, call in enumerate(first["graph"].calls):
+        if call.parent is first["graph"].root or call is first["graph"].root:
+            continue
+        pairs = []
+        for r in rounds:
+            c = r["graph"].calls[i]
+            m = r["est"].measured(c)
+            if m:
+                pairs.append((r["est"].time(c), m))
+        if len(pairs) < len(rounds):
+            continue
+        m = statistics.median(p[1] for p in pairs)
+        if m >= SHARE * measured:
+            ratios = [e / mm for e, mm in pairs]
+            rows.append((call, statistics.median(p[0] for p in pairs), m, ratios))
+    rows.sort(key=lambda row: -row[2])
+    medians = [statistics.median(ratios) for *_, ratios in rows]
+    inside = sum(1 for x in medians if 0.8 <= x <= 1.2)
+    every = [sum(1 for *_, ratios in rows if 0.8 <= ratios[k] <= 1.2) for k in range(len(rounds))]
+    print(f"\n### {name}: {first['ops']} ops, {len(rounds)} rounds\n")
+    print(f"total est/meas: median {statistics.median(totals):.3f}, rounds {' '.join(f'{x:.3f}' for x in totals)}; "
+          f"measured (median) {measured * 1e3:.2f} ms; torch.utils._runtime_estimation's formulas: median "
+          f"{statistics.median(upstream):.3f}")
+    def each(key: str) -> str:
+        return " ".join(f"{r[key] * 1e3:.1f}" for r in rounds)
+    print(f"per round, ms: measured {each('measured')}; estimated {each('total')}")
+    print(f"calls >= {SHARE:.0%} of the step: {len(rows)}, median ratio within +-20%: {inside}"
+          + (f", median ratios {min(medians):.2f}-{max(medians):.2f}" if medians else "")
+          + f"; within +-20% in each round: {' '.join(map(str, every))}")
+    print("\n| call | share | estimated (median) | measured (median) | est/meas median | rounds' range |\n"
+          "|---|---:|---:|---:|---:|---|")
+    for (call, e, m, ratios), med in zip(rows, medians, strict=True):
+        print(f"| {call.label} | {m / measured:.1%} | {e * 1e3:.3f} ms | {m * 1e3:.3f} ms | {med:.2f} | "
+              f"{min(ratios):.2f}-{max(ratios):.2f} |")
 
 
 def report(r: dict[str, Any]) -> None:
@@ -204,19 +263,34 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="calibrate's quick plan")
     parser.add_argument("--decoder", type=int, default=0, help="time g.estimate on this many decoder layers")
     parser.add_argument("--repeat", type=int, default=3, help="timed captures per model (each op's least time)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="calibrate and time this many times over, interleaved; the median of the rounds' ratios")
     parser.add_argument("--device", default="cpu", help="cpu (one thread) or cuda (CUDA events; scripts/gpu-check.sh)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), torch {torch.__version__}, "
           f"1 thread; load average before: {os.getloadavg()[0]:.2f}")
-    if args.spec:
-        spec = dt.DeviceSpec.load(args.spec)
-    else:
+    def spec_now() -> dt.DeviceSpec:
+        if args.spec:
+            return dt.DeviceSpec.load(args.spec)
         t0 = time.perf_counter()
         spec = dt.DeviceSpec.calibrate(args.device, threads=1 if args.device == "cpu" else None, quick=args.quick)
-        print(f"calibrated in {time.perf_counter() - t0:.0f} s: {spec!r}")
-    for name in args.rows:
-        report(row(name, spec, args.repeat, args.device))
+        print(f"calibrated in {time.perf_counter() - t0:.0f} s: {spec!r}", flush=True)
+        return spec
+
+    if args.rounds <= 1:
+        spec = spec_now()
+        for name in args.rows:
+            report(row(name, spec, args.repeat, args.device))
+    else:
+        built = {name: warmed(name, args.device) for name in args.rows}
+        results: dict[str, list[dict[str, Any]]] = {name: [] for name in args.rows}
+        for _ in range(args.rounds):
+            spec = spec_now()
+            for name in args.rows:
+                results[name].append(row(name, spec, args.repeat, args.device, built[name]))
+        for name in args.rows:
+            report_rounds(name, results[name])
     if args.decoder:
         decoder_speed(args.decoder)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
