@@ -47,6 +47,11 @@ from dispatchtrace.graph import itemsize
 
 HERE = Path(__file__).resolve().parent
 SHARE = 0.03
+BAND = 0.2  # a call is within the target when estimated / measured is within 1 +- BAND
+
+
+def within(ratio: float) -> bool:
+    return 1 - BAND <= ratio <= 1 + BAND
 
 
 def resnet50(device: str) -> tuple[torch.nn.Module, Callable[[], Any]]:
@@ -191,8 +196,8 @@ def report_rounds(name: str, rounds: list[dict[str, Any]]) -> None:
             rows.append((call, statistics.median(p[0] for p in pairs), m, ratios))
     rows.sort(key=lambda row: -row[2])
     medians = [statistics.median(ratios) for *_, ratios in rows]
-    inside = sum(1 for x in medians if 0.8 <= x <= 1.2)
-    every = [sum(1 for *_, ratios in rows if 0.8 <= ratios[k] <= 1.2) for k in range(len(rounds))]
+    inside = sum(1 for x in medians if within(x))
+    every = [sum(1 for *_, ratios in rows if within(ratios[k])) for k in range(len(rounds))]
     print(f"\n### {name}: {first['ops']} ops, {len(rounds)} rounds\n")
     print(f"total est/meas: median {statistics.median(totals):.3f}, rounds {' '.join(f'{x:.3f}' for x in totals)}; "
           f"measured (median) {measured * 1e3:.2f} ms; torch.utils._runtime_estimation's formulas: median "
@@ -200,9 +205,9 @@ def report_rounds(name: str, rounds: list[dict[str, Any]]) -> None:
     def each(key: str) -> str:
         return " ".join(f"{r[key] * 1e3:.1f}" for r in rounds)
     print(f"per round, ms: measured {each('measured')}; estimated {each('total')}")
-    print(f"calls >= {SHARE:.0%} of the step: {len(rows)}, median ratio within +-20%: {inside}"
+    print(f"calls >= {SHARE:.0%} of the step: {len(rows)}, median ratio within +-{BAND:.0%}: {inside}"
           + (f", median ratios {min(medians):.2f}-{max(medians):.2f}" if medians else "")
-          + f"; within +-20% in each round: {' '.join(map(str, every))}")
+          + f"; within +-{BAND:.0%} in each round: {' '.join(map(str, every))}")
     print("\n| call | share | estimated (median) | measured (median) | est/meas median | rounds' range |\n"
           "|---|---:|---:|---:|---:|---|")
     for (call, e, m, ratios), med in zip(rows, medians, strict=True):
@@ -213,11 +218,11 @@ def report_rounds(name: str, rounds: list[dict[str, Any]]) -> None:
 def report(r: dict[str, Any]) -> None:
     est, total, measured = r["est"], r["total"], r["measured"]
     ratios = [e / m for _, e, m in r["calls"]]
-    inside = sum(1 for x in ratios if 0.8 <= x <= 1.2)
+    inside = sum(1 for x in ratios if within(x))
     print(f"\n### {r['name']}: {r['ops']} ops, estimate {r['seconds'] * 1e3:.0f} ms to compute\n")
     print(f"total: estimated {total * 1e3:.2f} ms, measured {measured * 1e3:.2f} ms, ratio {total / measured:.3f}; "
           f"torch.utils._runtime_estimation's formulas {r['upstream'] * 1e3:.2f} ms, ratio {r['upstream'] / measured:.3f}")
-    print(f"calls >= {SHARE:.0%} of the step: {len(ratios)}, within +-20%: {inside}"
+    print(f"calls >= {SHARE:.0%} of the step: {len(ratios)}, within +-{BAND:.0%}: {inside}"
           + (f", ratio range {min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""))
     print("\n| call | share | estimated | measured | est/meas | bound |\n|---|---:|---:|---:|---:|---|")
     for call, e, m in r["calls"]:
